@@ -1,0 +1,18 @@
+//===- FlexOps.h - flex dialect operations ----------------------*- C++ -*-===//
+#ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_IR_FLEXOPS_H
+#define TORCH_MLIR_FLEX_DIALECT_FLEX_IR_FLEXOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/ControlFlowInterfaces.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/TilingInterface.h"
+#include "torch-mlir-flex/Dialect/Flex/IR/FlexDialect.h"
+
+#define GET_OP_CLASSES
+#include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h.inc"
+
+#endif

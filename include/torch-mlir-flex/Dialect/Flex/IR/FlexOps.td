@@ -1,0 +1,199 @@
+//===- FlexOps.td - flex dialect operations ----------------*- tablegen -*-===//
+//
+// flex.attention and its region terminator.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_OPS
+#define TORCH_MLIR_FLEX_DIALECT_FLEX_OPS
+
+include "torch-mlir-flex/Dialect/Flex/IR/FlexBase.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/TilingInterface.td"
+
+def Flex_AttentionOp : Flex_Op<"attention", [
+    AttrSizedOperandSegments,
+    DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<TilingInterface, [
+        "getIterationDomain",
+        "getLoopIteratorTypes",
+        "getTiledImplementation",
+        "getResultTilePosition",
+        "generateResultTileValue",
+        "generateScalarImplementation"]>,
+    SingleBlock
+  ]> {
+  let summary = "Attention with score_mod and mask_mod regions (PyTorch flex_attention)";
+  let description = [{
+    Computes PyTorch's `flex_attention` for one call. Shapes:
+
+    - `query`  `[B, Hq, M, E]`, `key` `[Bkv, Hkv, N, E]`, `value`
+      `[Bkv, Hkv, N, Ev]`; element type f32, f16 or bf16 (all three equal).
+      `Bkv` is `B` or 1 (broadcast). `Hq` is a multiple of `Hkv` (GQA/MQA).
+    - `output` `[B, Hq, M, Ev]` with the element type of `query`;
+      optional `logsumexp` and `max_scores` `[B, Hq, M]`, f32.
+    - `captures`: tensors (or memrefs) that the regions read with
+      `tensor.extract` (`memref.load` after bufferization). They are passed
+      whole to every tile.
+
+    For every `b, h, m` (with `hk = (h_off + h) / G`, `G = kv_group_size`,
+    default `Hq / Hkv`, and `bk = Bkv == 1 ? 0 : b`), and every `n`:
+
+    ```
+    s(n)   = scale * sum_e f32(query[b, h, m, e]) * f32(key[bk, hk, n, e])
+    s'(n)  = score_mod(s(n), B0 + b, H0 + h, M0 + m, n)      // identity if empty
+    s''(n) = mask_mod(B0 + b, H0 + h, M0 + m, n) ? s'(n) : -inf  // after score_mod
+    mx     = max_n s''(n)
+    l      = sum_n exp(s''(n) - mx)
+    output[b, h, m, e] = l == 0 ? 0 : sum_n exp(s''(n) - mx) / l * value[bk, hk, n, e]
+    logsumexp[b, h, m] = (mx + log(l)) / ln(2)    // log2 units, -inf if l == 0
+    max_scores[b, h, m] = mx / ln(2)              // log2 units, -inf if masked
+    ```
+
+    All arithmetic is in f32 (the working precision of PyTorch's CPU
+    kernel); the output is rounded to the element type of `query` once.
+    A row whose scores are all `-inf` (fully masked, or `score_mod` returns
+    `-inf`) gives output 0 and `logsumexp = -inf`, never NaN. The two
+    auxiliary results use the units of the `flex_attention` higher-order op
+    (log2); the public PyTorch API multiplies them by `ln 2`.
+
+    `offsets` (`B0, H0, M0`, default 0) are the global position of this op's
+    tile: tiling adds them so that the regions always see global indices.
+    `kv_group_size` is set by tiling, where the head extent of `query` no
+    longer tells the GQA ratio.
+
+    Regions: `score_mod` has arguments `(score: f32, b, h, q_idx, kv_idx:
+    index)` and yields an f32; `mask_mod` has `(b, h, q_idx, kv_idx:
+    index)` and yields an i1. An empty region is the identity score / no
+    mask. Regions may use values defined above only through `captures`
+    (and scalars or constants).
+
+    Example (causal mask, tanh soft-cap, ALiBi slopes captured):
+
+    ```mlir
+    %out:2 = flex.attention
+        ins(%q, %k, %v : tensor<1x8x128x64xf32>, tensor<1x8x128x64xf32>,
+                         tensor<1x8x128x64xf32>)
+        captures(%slopes : tensor<8xf32>)
+        outs(%init : tensor<1x8x128x64xf32>)
+        logsumexp(%lse_init : tensor<1x8x128xf32>)
+        scale(1.250000e-01)
+        score_mod {
+        ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+          %slope = tensor.extract %slopes[%h] : tensor<8xf32>
+          %d = arith.subi %n, %m : index
+          %di = arith.index_cast %d : index to i64
+          %df = arith.sitofp %di : i64 to f32
+          %bias = arith.mulf %slope, %df : f32
+          %t = arith.addf %s, %bias : f32
+          flex.yield %t : f32
+        } mask_mod {
+        ^bb0(%b: index, %h: index, %m: index, %n: index):
+          %c = arith.cmpi sge, %m, %n : index
+          flex.yield %c : i1
+        } -> tensor<1x8x128x64xf32>, tensor<1x8x128xf32>
+    ```
+
+    Lowering. As a TilingInterface op its iteration domain is
+    `(B, Hq, M, N, Ev)` with `N` a reduction; tiling splits `B`, `Hq`, `M`
+    and `Ev` (never `E`, which stays whole in each tile, nor `N`).
+    `generateScalarImplementation` takes the three induction variables
+    `(b, h, m)` of the row loops on buffers and emits, per row, one pass over
+    `n` with a running max, running sum and rescaled f32 accumulator
+    (online softmax), then the normalization:
+
+    ```
+    scf.for %b, %h, %m {            // flex-to-loops
+      mx = -inf; l = 0; acc[0..Ev) = 0
+      scf.for %n {
+        s'' = ...; mn = max(mx, s''); c = exp(mx - mn); p = exp(s'' - mn)
+        l = l * c + p; acc[e] = acc[e] * c + p * value[n, e]; mx = mn
+      }
+      output[e] = l > 0 ? acc[e] / l : 0 ...
+    }
+    ```
+  }];
+
+  let arguments = (ins
+    AnyShaped:$query,
+    AnyShaped:$key,
+    AnyShaped:$value,
+    Variadic<AnyShaped>:$captures,
+    Variadic<Index>:$offsets,
+    AnyShaped:$output,
+    Optional<AnyShaped>:$logsumexp,
+    Optional<AnyShaped>:$max_scores,
+    F32Attr:$scale,
+    OptionalAttr<I64Attr>:$kv_group_size
+  );
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
+        type($value) `)`
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
+    (`offsets` `(` $offsets^ `)`)?
+    `outs` `(` $output `:` type($output) `)`
+    (`logsumexp` `(` $logsumexp^ `:` type($logsumexp) `)`)?
+    (`max_scores` `(` $max_scores^ `:` type($max_scores) `)`)?
+    `scale` `(` $scale `)`
+    attr-dict
+    (`score_mod` $score_mod^)?
+    (`mask_mod` $mask_mod^)?
+    (`->` type($results)^)?
+  }];
+
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+
+  let extraClassDeclaration = [{
+    // DestinationStyleOpInterface: output, then logsumexp / max_scores.
+    ::mlir::MutableOperandRange getDpsInitsMutable();
+
+    ::mlir::ShapedType getQueryType() {
+      return ::llvm::cast<::mlir::ShapedType>(getQuery().getType());
+    }
+    ::mlir::ShapedType getKeyType() {
+      return ::llvm::cast<::mlir::ShapedType>(getKey().getType());
+    }
+    ::mlir::ShapedType getValueType() {
+      return ::llvm::cast<::mlir::ShapedType>(getValue().getType());
+    }
+    ::mlir::ShapedType getOutputType() {
+      return ::llvm::cast<::mlir::ShapedType>(getOutput().getType());
+    }
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    bool hasTensorSemantics();
+    bool hasBufferSemantics();
+
+    /// The GQA ratio Hq / Hkv (or the kv_group_size attribute).
+    int64_t getGroupSize();
+
+    /// Emits the masked, modified score s'' for one (b, h, m, n) point
+    /// (indices local to this op; offsets are added here). `qRow` gives the
+    /// query element loader.
+    ::mlir::Value emitModifiedScore(::mlir::OpBuilder &b, ::mlir::Location loc,
+                                    ::mlir::Value rawScore,
+                                    ::mlir::ValueRange localIdx,
+                                    ::mlir::Value kvIdx);
+  }];
+}
+
+def Flex_YieldOp : Flex_Op<"yield", [Pure, Terminator,
+    ReturnLike, HasParent<"::mlir::flex::AttentionOp">]> {
+  let summary = "Yields the value of a flex.attention region";
+  let description = [{
+    Terminates `score_mod` (yields an f32 score) and `mask_mod` (yields an
+    i1, true for a kept score).
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
+}
+
+#endif // TORCH_MLIR_FLEX_DIALECT_FLEX_OPS

@@ -1,0 +1,298 @@
+//===- FlexOps.cpp - flex.attention verifier and helpers ------------------===//
+//
+// Verifier, destination-passing and memory-effect methods of flex.attention,
+// and the per-point score computation shared by every lowering.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::flex;
+
+//===----------------------------------------------------------------------===//
+// Small helpers
+//===----------------------------------------------------------------------===//
+
+static std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "[";
+  llvm::interleaveComma(shape, os, [&](int64_t d) {
+    if (ShapedType::isDynamic(d))
+      os << "?";
+    else
+      os << d;
+  });
+  os << "]";
+  return s;
+}
+
+/// True when two extents may be equal (either is dynamic or both match).
+static bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+static bool isSupportedElementType(Type t) {
+  return t.isF32() || t.isF16() || t.isBF16();
+}
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+MutableOperandRange AttentionOp::getDpsInitsMutable() {
+  // output, then the optional logsumexp and max_scores, which are contiguous
+  // at the end of the operand list.
+  unsigned begin = getOutputMutable().getOperandNumber();
+  return MutableOperandRange(getOperation(), begin,
+                             getOperation()->getNumOperands() - begin);
+}
+
+bool AttentionOp::hasTensorSemantics() {
+  return llvm::all_of(getOperation()->getOperands(), [](Value v) {
+    return !isa<ShapedType>(v.getType()) || isa<RankedTensorType>(v.getType());
+  });
+}
+
+bool AttentionOp::hasBufferSemantics() {
+  return getNumResults() == 0 &&
+         llvm::all_of(getOperation()->getOperands(), [](Value v) {
+           return !isa<ShapedType>(v.getType()) || isa<MemRefType>(v.getType());
+         });
+}
+
+int64_t AttentionOp::getGroupSize() {
+  if (std::optional<int64_t> g = getKvGroupSize())
+    return *g;
+  int64_t hq = getQueryType().getDimSize(1);
+  int64_t hkv = getKeyType().getDimSize(1);
+  if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv) || hkv == 0)
+    return 1;
+  return hq / hkv;
+}
+
+void AttentionOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &operand : getOperation()->getOpOperands()) {
+    if (!isa<MemRefType>(operand.get().getType()))
+      continue;
+    if (isDpsInit(&operand)) {
+      effects.emplace_back(MemoryEffects::Write::get(), &operand,
+                           SideEffects::DefaultResource::get());
+      continue;
+    }
+    effects.emplace_back(MemoryEffects::Read::get(), &operand,
+                         SideEffects::DefaultResource::get());
+  }
+}
+
+LogicalResult AttentionOp::verify() {
+  auto checkRank = [&](Value v, StringRef name, int64_t rank) -> LogicalResult {
+    auto t = dyn_cast<ShapedType>(v.getType());
+    if (!t || !t.hasRank() || t.getRank() != rank)
+      return emitOpError() << "expected " << name << " to be ranked with rank "
+                           << rank << ", got " << v.getType();
+    return success();
+  };
+  if (failed(checkRank(getQuery(), "query", 4)) ||
+      failed(checkRank(getKey(), "key", 4)) ||
+      failed(checkRank(getValue(), "value", 4)) ||
+      failed(checkRank(getOutput(), "output", 4)))
+    return failure();
+  if (getLogsumexp() && failed(checkRank(getLogsumexp(), "logsumexp", 3)))
+    return failure();
+  if (getMaxScores() && failed(checkRank(getMaxScores(), "max_scores", 3)))
+    return failure();
+
+  bool allTensors = hasTensorSemantics();
+  bool allMemrefs = llvm::all_of(getOperation()->getOperands(), [](Value v) {
+    return !isa<ShapedType>(v.getType()) || isa<MemRefType>(v.getType());
+  });
+  if (!allTensors && !allMemrefs)
+    return emitOpError("expected all shaped operands to be ranked tensors or "
+                       "all to be memrefs");
+
+  ShapedType q = getQueryType(), k = getKeyType(), v = getValueType(),
+             o = getOutputType();
+  Type elt = q.getElementType();
+  if (!isSupportedElementType(elt))
+    return emitOpError() << "unsupported query element type " << elt
+                         << "; expected f32, f16 or bf16";
+  if (k.getElementType() != elt || v.getElementType() != elt)
+    return emitOpError() << "expected key and value element types ("
+                         << k.getElementType() << ", " << v.getElementType()
+                         << ") to match the query element type " << elt;
+  if (o.getElementType() != elt)
+    return emitOpError() << "expected output element type "
+                         << o.getElementType()
+                         << " to match the query element type " << elt;
+
+  ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
+  // Batch: key batch is B or 1 (broadcast).
+  if (!compatible(ks[0], qs[0]) && ks[0] != 1)
+    return emitOpError() << "key batch size " << ks[0]
+                         << " must equal the query batch size " << qs[0]
+                         << " or be 1";
+  if (!compatible(ks[0], vs[0]) || !compatible(ks[1], vs[1]))
+    return emitOpError() << "key " << shapeStr(ks) << " and value "
+                         << shapeStr(vs)
+                         << " must agree on batch and head dimensions";
+  if (!compatible(ks[2], vs[2]))
+    return emitOpError() << "key sequence length N = " << ks[2]
+                         << " differs from value sequence length " << vs[2];
+  if (!compatible(qs[3], ks[3]))
+    return emitOpError() << "query head dim E = " << qs[3]
+                         << " differs from key head dim " << ks[3];
+  // GQA ratio.
+  if (std::optional<int64_t> g = getKvGroupSize()) {
+    if (*g <= 0)
+      return emitOpError() << "kv_group_size must be positive, got " << *g;
+  } else if (!ShapedType::isDynamic(qs[1]) && !ShapedType::isDynamic(ks[1])) {
+    if (ks[1] <= 0 || qs[1] % ks[1] != 0)
+      return emitOpError() << "query heads Hq = " << qs[1]
+                           << " must be a multiple of key/value heads Hkv = "
+                           << ks[1];
+  }
+  // Output shape [B, Hq, M, Ev].
+  SmallVector<int64_t> expected = {qs[0], qs[1], qs[2], vs[3]};
+  for (auto [e, a] : llvm::zip_equal(expected, o.getShape()))
+    if (!compatible(e, a))
+      return emitOpError() << "expected output shape [B, Hq, M, Ev] = "
+                           << shapeStr(expected) << ", got "
+                           << shapeStr(o.getShape());
+  for (auto [aux, name] : {std::pair<Value, StringRef>(getLogsumexp(),
+                                                       "logsumexp"),
+                           {getMaxScores(), "max_scores"}}) {
+    if (!aux)
+      continue;
+    auto t = cast<ShapedType>(aux.getType());
+    if (!t.getElementType().isF32())
+      return emitOpError() << "expected " << name
+                           << " element type f32, got " << t.getElementType();
+    for (auto [e, a] : llvm::zip_equal(ArrayRef<int64_t>(expected).take_front(3),
+                                       t.getShape()))
+      if (!compatible(e, a))
+        return emitOpError()
+               << "expected " << name << " shape [B, Hq, M] = "
+               << shapeStr(ArrayRef<int64_t>(expected).take_front(3))
+               << ", got " << shapeStr(t.getShape());
+  }
+  // Offsets.
+  if (!getOffsets().empty() && getOffsets().size() != 3)
+    return emitOpError() << "expected 0 or 3 offsets (b, h, q_idx), got "
+                         << getOffsets().size();
+  // Results.
+  if (allTensors) {
+    if (getNumResults() != getNumDpsInits())
+      return emitOpError() << "expected " << getNumDpsInits()
+                           << " results (one per init), got "
+                           << getNumResults();
+    for (auto [res, init] : llvm::zip_equal(getResults(), getDpsInits()))
+      if (res.getType() != init.getType())
+        return emitOpError() << "result type " << res.getType()
+                             << " differs from its init type "
+                             << init.getType();
+  } else if (getNumResults() != 0) {
+    return emitOpError("expected no results when operating on memrefs");
+  }
+  return success();
+}
+
+/// Checks that `region` has the block arguments `argTypes` and yields one
+/// value of type `yieldType`.
+static LogicalResult verifyModifier(AttentionOp op, Region &region,
+                                    StringRef name, TypeRange argTypes,
+                                    Type yieldType, StringRef signature) {
+  if (region.empty())
+    return success();
+  Block &block = region.front();
+  if (block.getArgumentTypes() != argTypes)
+    return op.emitOpError() << name << " region must have arguments "
+                            << signature;
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op.emitOpError() << name << " region must end with flex.yield";
+  if (yield.getValues().size() != 1 ||
+      yield.getValues()[0].getType() != yieldType)
+    return op.emitOpError() << name << " region must yield exactly one "
+                            << yieldType;
+  return success();
+}
+
+LogicalResult AttentionOp::verifyRegions() {
+  Builder b(getContext());
+  Type idx = b.getIndexType();
+  if (failed(verifyModifier(*this, getScoreMod(), "score_mod",
+                            {b.getF32Type(), idx, idx, idx, idx},
+                            b.getF32Type(),
+                            "(score: f32, b, h, q_idx, kv_idx: index)")) ||
+      failed(verifyModifier(*this, getMaskMod(), "mask_mod",
+                            {idx, idx, idx, idx}, b.getI1Type(),
+                            "(b, h, q_idx, kv_idx: index)")))
+    return failure();
+  // Tensors read inside a region must be declared captures.
+  if (!hasTensorSemantics())
+    return success();
+  llvm::SmallPtrSet<Value, 4> captures(getCaptures().begin(),
+                                       getCaptures().end());
+  for (Region *region : {&getScoreMod(), &getMaskMod()}) {
+    WalkResult r = region->walk([&](Operation *inner) {
+      for (Value operand : inner->getOperands()) {
+        if (!isa<ShapedType>(operand.getType()))
+          continue;
+        if (region->isAncestor(operand.getParentRegion()))
+          continue;
+        if (!captures.contains(operand)) {
+          inner->emitOpError()
+              << "uses a tensor defined outside its flex.attention that is "
+                 "not listed in `captures`";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (r.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
+
+Value AttentionOp::emitModifiedScore(OpBuilder &b, Location loc,
+                                     Value rawScore, ValueRange localIdx,
+                                     Value kvIdx) {
+  SmallVector<Value> global(localIdx.begin(), localIdx.end());
+  if (!getOffsets().empty())
+    for (auto [g, off] : llvm::zip_equal(global, getOffsets()))
+      g = arith::AddIOp::create(b, loc, g, off);
+
+  auto inlineRegion = [&](Region &region, ValueRange args) -> Value {
+    IRMapping map;
+    Block &block = region.front();
+    map.map(block.getArguments(), args);
+    for (Operation &op : block.without_terminator())
+      b.clone(op, map);
+    return map.lookupOrDefault(
+        cast<YieldOp>(block.getTerminator()).getValues()[0]);
+  };
+
+  Value score = rawScore;
+  if (hasScoreMod())
+    score = inlineRegion(getScoreMod(),
+                         {rawScore, global[0], global[1], global[2], kvIdx});
+  if (hasMaskMod()) {
+    Value keep =
+        inlineRegion(getMaskMod(), {global[0], global[1], global[2], kvIdx});
+    Value negInf = arith::ConstantOp::create(
+        b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+    score = arith::SelectOp::create(b, loc, keep, score, negInf);
+  }
+  return score;
+}
+
+#define GET_OP_CLASSES
+#include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.cpp.inc"

@@ -1,0 +1,156 @@
+//===- InitAll.cpp - what torch-mlir-flex registers -----------------------===//
+//
+// The upstream dialects, interface models and passes between torch-mlir's
+// linalg-on-tensors output and LLVM, plus ours. Deliberately not
+// registerAllDialects(): a short list keeps links fast.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/InitAll.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Affine/IR/ValueBoundsOpInterfaceImpl.h"
+#include "mlir/Dialect/Affine/Transforms/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/IR/ValueBoundsOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/TransformOps/BufferizationTransformOps.h"
+#include "mlir/Dialect/Bufferization/Transforms/FuncBufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/Passes.h"
+#include "mlir/Dialect/Index/IR/IndexDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/Linalg/TransformOps/DialectExtension.h"
+#include "mlir/Dialect/Linalg/Transforms/AllInterfaces.h"
+#include "mlir/Dialect/Linalg/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Linalg/Transforms/TilingInterfaceImpl.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/IR/ValueBoundsOpInterfaceImpl.h"
+#include "mlir/Dialect/MemRef/Transforms/AllocationOpInterfaceImpl.h"
+#include "mlir/Dialect/MemRef/Transforms/BufferViewFlowOpInterfaceImpl.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/IR/ValueBoundsOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/TransformOps/SCFTransformOps.h"
+#include "mlir/Dialect/SCF/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/IR/TensorInferTypeOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/TensorTilingInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/IR/ValueBoundsOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/TransformOps/TensorTransformOps.h"
+#include "mlir/Dialect/Tensor/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Tensor/Transforms/Passes.h"
+#include "mlir/Dialect/Transform/IR/TransformDialect.h"
+#include "mlir/Dialect/Transform/Transforms/Passes.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/TransformOps/VectorTransformOps.h"
+#include "mlir/Dialect/Vector/Transforms/BufferizableOpInterfaceImpl.h"
+#include "mlir/Dialect/Vector/Transforms/Passes.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+
+#include "torch-mlir-flex/Dialect/Flex/IR/BufferizableOpInterfaceImpl.h"
+#include "torch-mlir-flex/Dialect/Flex/IR/FlexDialect.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
+
+using namespace mlir;
+
+void mlir::flex::registerAllDialects(DialectRegistry &registry) {
+  registry.insert<affine::AffineDialect, arith::ArithDialect,
+                  bufferization::BufferizationDialect, cf::ControlFlowDialect,
+                  flex::FlexDialect, func::FuncDialect, index::IndexDialect,
+                  linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
+                  memref::MemRefDialect, omp::OpenMPDialect, scf::SCFDialect,
+                  tensor::TensorDialect, transform::TransformDialect,
+                  ub::UBDialect, vector::VectorDialect,
+                  x86vector::X86VectorDialect>();
+  // Interface models.
+  affine::registerValueBoundsOpInterfaceExternalModels(registry);
+  arith::registerBufferizableOpInterfaceExternalModels(registry);
+  arith::registerValueBoundsOpInterfaceExternalModels(registry);
+  bufferization::func_ext::registerBufferizableOpInterfaceExternalModels(
+      registry);
+  func::registerInlinerExtension(registry);
+  linalg::registerAllDialectInterfaceImplementations(registry);
+  memref::registerAllocationOpInterfaceExternalModels(registry);
+  memref::registerBufferViewFlowOpInterfaceExternalModels(registry);
+  memref::registerValueBoundsOpInterfaceExternalModels(registry);
+  scf::registerBufferizableOpInterfaceExternalModels(registry);
+  scf::registerValueBoundsOpInterfaceExternalModels(registry);
+  tensor::registerBufferizableOpInterfaceExternalModels(registry);
+  tensor::registerInferTypeOpInterfaceExternalModels(registry);
+  tensor::registerTilingInterfaceExternalModels(registry);
+  tensor::registerValueBoundsOpInterfaceExternalModels(registry);
+  vector::registerBufferizableOpInterfaceExternalModels(registry);
+  flex::registerBufferizableOpInterfaceExternalModels(registry);
+  // Transform dialect extensions (tiling in tests and pipelines).
+  bufferization::registerTransformDialectExtension(registry);
+  linalg::registerTransformDialectExtension(registry);
+  scf::registerTransformDialectExtension(registry);
+  tensor::registerTransformDialectExtension(registry);
+  vector::registerTransformDialectExtension(registry);
+}
+
+void mlir::flex::registerAllPasses() {
+  static bool once = [] {
+    // Generic and dialect passes.
+    registerTransformsPasses();
+    affine::registerAffinePasses();
+    arith::registerArithPasses();
+    bufferization::registerBufferizationPasses();
+    bufferization::registerBufferizationPipelines();
+    func::registerFuncPasses();
+    registerLinalgPasses();
+    LLVM::registerLLVMPasses();
+    math::registerMathPasses();
+    memref::registerMemRefPasses();
+    registerSCFPasses();
+    tensor::registerTensorPasses();
+    transform::registerTransformPasses();
+    vector::registerVectorPasses();
+    // Conversions used on the way to LLVM.
+    registerArithToLLVMConversionPass();
+    registerConvertControlFlowToLLVMPass();
+    registerConvertFuncToLLVMPass();
+    registerConvertIndexToLLVMPass();
+    registerConvertMathToLLVMPass();
+    registerConvertOpenMPToLLVMPass();
+    registerConvertSCFToOpenMPPass();
+    registerConvertVectorToLLVMPass();
+    registerConvertVectorToSCFPass();
+    registerFinalizeMemRefToLLVMConversionPass();
+    registerLowerAffinePass();
+    registerReconcileUnrealizedCastsPass();
+    registerSCFToControlFlowPass();
+    registerUBToLLVMConversionPass();
+    // Ours.
+    flex::registerFlexPasses();
+    return true;
+  }();
+  (void)once;
+}
+
+void mlir::flex::registerAllTranslations(MLIRContext &context) {
+  registerBuiltinDialectTranslation(context);
+  registerLLVMDialectTranslation(context);
+  registerOpenMPDialectTranslation(context);
+}

@@ -1,0 +1,30 @@
+# lit configuration for torch-mlir-flex: .mlir files through flex-opt and
+# FileCheck; .py files (importer/frontend/bindings) through the venv Python.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "TORCH_MLIR_FLEX"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.flex_obj_root, "test")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "__init__.py", "conftest.py"]
+# pytest files live next to lit tests in some folders; lit skips them.
+config.excludes += [f for f in ("pytest",)]
+
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
+python_path = [os.path.join(config.flex_src_root, "python")]
+if os.environ.get("PYTHONPATH"):
+    python_path.append(os.environ["PYTHONPATH"])
+config.environment["PYTHONPATH"] = os.pathsep.join(python_path)
+config.substitutions.append(("%PYTHON", config.python_executable))
+
+llvm_config.with_system_environment(["HOME", "TMPDIR"])
+llvm_config.use_default_substitutions()
+tool_dirs = [config.flex_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["flex-opt", "FileCheck", "not"], tool_dirs)
+
+if not config.enable_python:
+    config.excludes += ["python"]

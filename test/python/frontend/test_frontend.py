@@ -137,11 +137,13 @@ def check_common(text, n_calls, n_operands=3):
 
 def check_modifier(fn):
     assert len(fn.regions[0].blocks) == 1
-    for op in walk(fn)[:-1]:  # last is the func itself (post-order)
+    for op in walk(fn):
+        if op.name == "func.func":
+            continue
         dialect = op.name.split(".")[0]
         assert dialect in MODIFIER_DIALECTS or op.name == "func.return", op.name
     args = [str(a.type) for a in fn.regions[0].blocks[0].arguments]
-    assert args[:4] != [] and all(t in ("tensor<f32>", "tensor<i32>", "tensor<i64>")
+    assert len(args) >= 4 and all(t in ("tensor<f32>", "tensor<i32>", "tensor<i64>")
                                   for t in args[:4]), args
 
 
@@ -313,3 +315,16 @@ def test_unknown_torch_operator_is_reported():
     src = _single_op('torch.operator "torch.aten.frobnicate"(%a)')
     with pytest.raises(FlexFrontendError, match=r"'aten.frobnicate' \(torch.operator\)"):
         lower_text(src)
+
+
+def test_torch_backend_level_input():
+    """Input already at torch-backend level (hop still present) also works."""
+    from torch_mlir.compiler_utils import run_pipeline_with_repro_report
+    from torch_mlir_flex.frontend.cleanup import prune_dead_torch_ops
+    from torch_mlir_flex.frontend.pipeline import TORCH_BACKEND_PIPELINE
+
+    module = fx.export_and_import(Flex(score_mod=softcap), *qkv(), output_type="raw")
+    prune_dead_torch_ops(module)  # upstream leaves a dead block-mask graph
+    run_pipeline_with_repro_report(module, TORCH_BACKEND_PIPELINE, "to torch backend")
+    assert "torch.hop_flex_attention" in str(module)
+    check_common(lower_to_linalg_with_flex_outlined(module), 1)

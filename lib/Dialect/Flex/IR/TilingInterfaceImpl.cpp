@@ -249,7 +249,11 @@ LogicalResult AttentionOp::generateScalarImplementation(OpBuilder &b,
         Value s = arith::MulFOp::create(nb, l, dot.getResult(0), scale);
         // score_mod first, then the mask; the region sees the true score.
         s = emitModifiedScore(nb, l, s, {bi, hi, mi}, n);
-        Value mn = arith::MaximumFOp::create(nb, l, mx, s);
+        // max via compare+select: llvm.maximum.f32 becomes a libcall that
+        // this LLVM's JIT cannot resolve. `ugt` keeps a NaN score.
+        Value gt =
+            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::UGT, s, mx);
+        Value mn = arith::SelectOp::create(nb, l, gt, s, mx);
         // While every score so far is -inf keep the state (no NaN).
         Value allMasked =
             arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, mn, negInf);

@@ -1,0 +1,157 @@
+"""A small JIT: compile a tensor-level MLIR function and call it on tensors.
+
+    fn = JitFunction(module_text, "main", pipeline="reference")
+    outs = fn(q, k, v)            # torch tensors or numpy arrays in, torch out
+
+Arguments and results are ranked tensors of f32/f16/bf16/f64/i1/i32/i64.
+Results are returned as torch tensors (a tuple when there are several).
+"""
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .. import _load_order
+from ..mlir import execution_engine, ir, passmanager
+from ..mlir.runtime import np_to_memref as _np_memref
+
+_MLIR_TO_NP = {
+    "f32": np.float32,
+    "f64": np.float64,
+    "f16": np.float16,
+    "bf16": np.uint16,  # carried as raw bits, viewed as torch.bfloat16
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i32": np.int32,
+    "i64": np.int64,
+}
+
+
+class FlexBackendError(RuntimeError):
+    """A module could not be compiled or called by our backend."""
+
+
+def _element_name(t: ir.RankedTensorType) -> str:
+    s = str(t.element_type)
+    if s not in _MLIR_TO_NP:
+        raise FlexBackendError(f"unsupported tensor element type {s}")
+    return s
+
+
+def _to_numpy(x, elt: str):
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        x = x.detach().contiguous().cpu()
+        if elt == "bf16":
+            if x.dtype != torch.bfloat16:
+                raise FlexBackendError(f"expected a bfloat16 tensor, got {x.dtype}")
+            return x.view(torch.int16).numpy().view(np.uint16)
+        x = x.numpy()
+    x = np.ascontiguousarray(x)
+    want = _MLIR_TO_NP[elt]
+    if x.dtype != want:
+        raise FlexBackendError(
+            f"expected an argument of element type {elt} ({np.dtype(want)}), "
+            f"got {x.dtype}"
+        )
+    return x
+
+
+def _to_torch(arr, elt: str):
+    import torch
+
+    t = torch.from_numpy(np.array(arr, copy=True))
+    if elt == "bf16":
+        t = t.view(torch.bfloat16)
+    return t
+
+
+class JitFunction:
+    """Lowers `module_text` with a named pipeline and JIT-compiles `func_name`."""
+
+    def __init__(self, module_text: str, func_name: str = "main",
+                 pipeline: str = "reference", opt_level: int = 2,
+                 shared_libs=()):
+        if not _load_order.LOADED_FIRST:
+            raise FlexBackendError(_load_order.LOAD_ORDER_MESSAGE)
+        from .pipelines import get_pipeline
+
+        self.func_name = func_name
+        self._lock = threading.Lock()
+        self.context = ir.Context()
+        with self.context, ir.Location.unknown():
+            try:
+                module = ir.Module.parse(module_text)
+            except ir.MLIRError as e:
+                raise FlexBackendError(f"cannot parse module: {e}") from None
+            func = self._find_func(module, func_name)
+            ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+            self.arg_types = [self._ranked(t, "argument") for t in ftype.inputs]
+            self.result_types = [self._ranked(t, "result") for t in ftype.results]
+            func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            try:
+                pm = passmanager.PassManager.parse(get_pipeline(pipeline)
+                                                   if "(" not in pipeline else pipeline)
+                pm.run(module.operation)
+            except ir.MLIRError as e:
+                raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
+            self.lowered = module
+            self.engine = execution_engine.ExecutionEngine(
+                module, opt_level=opt_level, shared_libs=list(shared_libs))
+            if not self.engine.raw_lookup(f"_mlir_ciface_{func_name}"):
+                raise FlexBackendError(f"JIT compilation of @{func_name} failed")
+
+    @staticmethod
+    def _find_func(module, name):
+        for op in module.body.operations:
+            if op.operation.name == "func.func" and \
+                    ir.StringAttr(op.attributes["sym_name"]).value == name:
+                return op
+        raise FlexBackendError(f"no function @{name} in the module")
+
+    @staticmethod
+    def _ranked(t, what):
+        if not isinstance(t, ir.RankedTensorType):
+            raise FlexBackendError(f"unsupported {what} type {t}: expected a ranked tensor")
+        return ir.RankedTensorType(t)
+
+    def __call__(self, *args):
+        if len(args) != len(self.arg_types):
+            raise FlexBackendError(
+                f"@{self.func_name} takes {len(self.arg_types)} arguments, got {len(args)}")
+        arrays = []
+        for i, (a, t) in enumerate(zip(args, self.arg_types)):
+            arr = _to_numpy(a, _element_name(t))
+            if arr.ndim != t.rank or any(
+                    d != ir.ShapedType.get_dynamic_size() and d != s
+                    for d, s in zip(t.shape, arr.shape)):
+                raise FlexBackendError(
+                    f"argument {i}: expected shape {list(t.shape)} ({t}), got {list(arr.shape)}")
+            arrays.append(arr)
+        arg_ptrs = [ctypes.pointer(ctypes.pointer(_np_memref.get_ranked_memref_descriptor(a)))
+                    for a in arrays]
+        res_descs = []
+        for t in self.result_types:
+            np_t = _MLIR_TO_NP[_element_name(t)]
+            ctype = np.ctypeslib.as_ctypes_type(np.dtype(np_t))
+            res_descs.append(_np_memref.make_nd_memref_descriptor(t.rank, ctype)())
+        call_args = list(arg_ptrs)
+        if len(res_descs) == 1:
+            call_args.insert(0, ctypes.pointer(ctypes.pointer(res_descs[0])))
+        elif res_descs:
+            fields = [(f"r{i}", type(d)) for i, d in enumerate(res_descs)]
+            packed = type("Results", (ctypes.Structure,), {"_fields_": fields})()
+            call_args.insert(0, ctypes.pointer(ctypes.pointer(packed)))
+        self.engine.invoke(self.func_name, *call_args)
+        if len(res_descs) > 1:
+            res_descs = [getattr(packed, f"r{i}") for i in range(len(res_descs))]
+        outs = []
+        for d, t in zip(res_descs, self.result_types):
+            if t.rank:
+                arr = _np_memref.ranked_memref_to_numpy([d])
+            else:
+                arr = np.array(d.aligned[0], dtype=_MLIR_TO_NP[_element_name(t)])
+            outs.append(_to_torch(arr, _element_name(t)))
+        return outs[0] if len(outs) == 1 else tuple(outs)

@@ -6,13 +6,16 @@ import lit.formats
 from lit.llvm import llvm_config
 
 config.name = "TORCH_MLIR_FLEX"
-config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".py"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.flex_obj_root, "test")
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "__init__.py", "conftest.py"]
-# pytest files live next to lit tests in some folders; lit skips them.
-config.excludes += [f for f in ("pytest",)]
+# pytest files (test_*.py, pytest/ folders) live next to lit tests; lit
+# runs only files with RUN lines.
+config.excludes += ["pytest"]
+for _dir, _subdirs, _files in os.walk(os.path.dirname(__file__)):
+    config.excludes += [f for f in _files if f.startswith("test_") and f.endswith(".py")]
 
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 python_path = [os.path.join(config.flex_src_root, "python")]

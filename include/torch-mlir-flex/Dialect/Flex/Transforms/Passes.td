@@ -27,4 +27,43 @@ def FlexToLoops : Pass<"flex-to-loops", "func::FuncOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
+  let summary = "Tile flex.attention on tensors into a flash-style online-softmax loop nest";
+  let description = [{
+    Replaces each flex.attention on tensors by an `scf.forall` over
+    (B, Hq, M-tiles) whose body runs an `scf.for` over N-tiles carrying the
+    online-softmax state (row max [Mt], row sum [Mt], f32 accumulator
+    [Mt, Ev]). Per N-tile: S = Q·Kᵀ (linalg.generic contraction, E whole),
+    scale, score_mod then mask_mod inlined into one elementwise
+    linalg.generic on global indices, row max / rescale / exp / row sum,
+    and the P·V accumulation. Only tiles are allocated (plus padded copies
+    of Q/K/V when M or N is not a multiple of the tile, and Kᵀ).
+
+    Block sparsity: when the mask_mod region is built from affine index
+    arithmetic, cmpi, andi/ori/xori, the pass classifies each
+    (M-tile, N-tile) block at run time by interval arithmetic over the
+    block's index ranges: all-false blocks are skipped, all-true blocks run
+    without the mask. Other masks are classified by a dense per-block
+    pre-pass (`dense-classify`) or not at all.
+
+    Ops it cannot handle (dynamic E/Ev, memref operands) are left for
+    flex-to-loops after bufferization, with a remark.
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
+           "Query rows per tile (0: pick per shape)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
+           "Key/value rows per tile (0: pick per shape)">,
+    Option<"blockSparsity", "block-sparsity", "bool", /*default=*/"true",
+           "Skip fully masked blocks and drop the mask on full blocks">,
+    Option<"denseClassify", "dense-classify", "bool", /*default=*/"true",
+           "Classify blocks of non-analyzable masks with a dense pre-pass">
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif

@@ -1,0 +1,341 @@
+"""`torch_mlir_flex.compile`: a PyTorch model with flex_attention -> a JIT callable.
+
+    import torch_mlir_flex                      # before anything imports torch_mlir
+    fn = torch_mlir_flex.compile(model, (q, k, v), backend="reference")
+    out = fn(q, k, v)                           # torch tensors in, torch tensors out
+    print(fn.flex_ir)                           # IR of every stage is kept
+
+Stages (each one a function here, reused by the CLI):
+
+1. `import_model`: `torch.export` + our importer -> Torch IR (``.torch_ir``);
+2. `to_linalg`: our frontend -> linalg-on-tensors with every flex call outlined
+   as ``func.call @__flex_attention_N`` (``.linalg_ir``);
+3. `materialize`: parse that text in OUR MLIR context and run
+   ``flex-materialize``, which rebuilds ``flex.attention`` ops (``.flex_ir``);
+4. `JitFunction` with a named lowering pipeline (``.lowered_ir``, LLVM
+   dialect); `loops_ir()` stops that pipeline before ``convert-scf-to-cf``.
+
+Every failure is a `FlexCompileError` (a `FlexBackendError`) whose message
+starts with the stage, e.g. ``frontend: op 'tm_tensor.sort' (from aten.sort)
+has no lowering ...``; the original exception is chained as ``__cause__``.
+"""
+
+from typing import Any, Optional, Sequence
+
+from .. import _load_order  # noqa: F401  (our LLVM first)
+from .jit import FlexBackendError, JitFunction
+
+MATERIALIZE_PASS = "flex-materialize"
+# The textual pipeline that `loops_ir` truncates (see `pipeline_until`).
+LOOPS_STOP_BEFORE = "convert-scf-to-cf"
+
+
+class FlexCompileError(FlexBackendError):
+    """A model or module could not be compiled; `.stage` names the step:
+    ``export``, ``import``, ``frontend``, ``materialize``, ``lower`` or
+    ``call``."""
+
+    def __init__(self, stage: str, message: str):
+        super().__init__(f"{stage}: {message}")
+        self.stage = stage
+
+
+# --------------------------------------------------------------------------
+# Stages
+# --------------------------------------------------------------------------
+
+
+def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
+    """torch.export.export, with errors as FlexCompileError('export')."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        if callable(model):
+            model = _wrap_callable(model)
+        else:
+            raise FlexCompileError("export", f"expected a torch.nn.Module or a callable, got {type(model).__name__}")
+    for i, a in enumerate(example_args):
+        if not isinstance(a, torch.Tensor):
+            raise FlexCompileError(
+                "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments are supported")
+    try:
+        return torch.export.export(model, tuple(example_args), dynamic_shapes=dynamic_shapes, strict=False)
+    except Exception as e:  # torch raises many types here
+        raise FlexCompileError("export", f"torch.export failed: {type(e).__name__}: {_first_lines(e)}") from e
+
+
+def import_model(exported, func_name: str = "main"):
+    """Our importer on an ExportedProgram -> a torch-mlir Module (raw Torch IR)."""
+    from ..importer import FlexImportError, export_and_import
+
+    try:
+        return export_and_import(exported, output_type="raw", func_name=func_name)
+    except FlexImportError as e:
+        raise FlexCompileError("import", str(e)) from e
+    except Exception as e:
+        raise FlexCompileError("import", f"{type(e).__name__}: {_first_lines(e)}") from e
+
+
+def to_linalg(torch_module) -> str:
+    """Our frontend (lowers `torch_module` in place) -> linalg-on-tensors text."""
+    from ..frontend import FlexFrontendError, lower_to_linalg_with_flex_outlined
+
+    try:
+        return lower_to_linalg_with_flex_outlined(torch_module)
+    except FlexFrontendError as e:
+        raise FlexCompileError("frontend", str(e)) from e
+
+
+def _parse(text: str, context, what: str):
+    from ..mlir import ir
+
+    try:
+        return ir.Module.parse(text, context)
+    except ir.MLIRError as e:
+        raise FlexCompileError(what, f"cannot parse the module in torch_mlir_flex.mlir: {e}") from None
+
+
+def _run_pipeline(module, pipeline: str, stage: str):
+    from ..mlir import ir, passmanager
+
+    try:
+        pm = passmanager.PassManager.parse(pipeline, module.context)
+    except (ir.MLIRError, ValueError) as e:
+        raise FlexCompileError(stage, f"invalid pass pipeline {pipeline!r}: {e}") from None
+    try:
+        pm.run(module.operation)
+    except ir.MLIRError as e:
+        raise FlexCompileError(stage, f"pipeline failed: {e}") from None
+
+
+def has_outlined_flex_calls(text: str) -> bool:
+    return "@__flex_attention_" in text
+
+
+def materialize(linalg_text: str) -> str:
+    """Frontend text -> flex IR (`flex.attention` ops) in our MLIR context."""
+    from ..mlir import ir
+
+    ctx = ir.Context()
+    module = _parse(linalg_text, ctx, "materialize")
+    if not has_outlined_flex_calls(linalg_text):
+        return str(module)  # nothing to rebuild (or already flex IR)
+    if not materialize_available():
+        raise FlexCompileError(
+            "materialize",
+            f"the '{MATERIALIZE_PASS}' pass is not registered in this build of "
+            "torch_mlir_flex.mlir (rebuild the bindings)")
+    _run_pipeline(module, f"builtin.module({MATERIALIZE_PASS})", "materialize")
+    return str(module)
+
+
+_MATERIALIZE_AVAILABLE = None
+
+
+def materialize_available() -> bool:
+    global _MATERIALIZE_AVAILABLE
+    if _MATERIALIZE_AVAILABLE is None:
+        from ..mlir import ir, passmanager
+
+        with ir.Context():
+            try:
+                passmanager.PassManager.parse(f"builtin.module({MATERIALIZE_PASS})")
+                _MATERIALIZE_AVAILABLE = True
+            except (ir.MLIRError, ValueError):
+                _MATERIALIZE_AVAILABLE = False
+    return _MATERIALIZE_AVAILABLE
+
+
+def pipeline_until(backend: str, stop_before: str = LOOPS_STOP_BEFORE) -> str:
+    """The named pipeline truncated before the first pass called `stop_before`
+    (the whole pipeline if it has none)."""
+    from .pipelines import get_pipeline
+
+    full = get_pipeline(backend)
+    i = full.find(stop_before)
+    if i < 0:
+        return full
+    prefix = full[:i].rstrip(",")
+    return prefix + ")" * (prefix.count("(") - prefix.count(")"))
+
+
+def lower_to_loops(flex_text: str, backend: str = "reference") -> str:
+    """flex IR -> the backend's pipeline up to scf loops (for inspection)."""
+    from ..mlir import ir
+
+    ctx = ir.Context()
+    module = _parse(flex_text, ctx, "lower")
+    _run_pipeline(module, pipeline_until(backend), "lower")
+    return str(module)
+
+
+def jit(flex_text: str, func_name: str = "main", backend: str = "reference") -> JitFunction:
+    from .pipelines import PIPELINES
+
+    if backend not in PIPELINES:
+        raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
+    try:
+        return JitFunction(flex_text, func_name, pipeline=backend)
+    except FlexBackendError as e:
+        raise FlexCompileError("lower", str(e)) from e
+
+
+# --------------------------------------------------------------------------
+# The compiled object
+# --------------------------------------------------------------------------
+
+
+class CompiledModule:
+    """Callable result of `compile`. Attributes: `torch_ir`, `linalg_ir`,
+    `flex_ir`, `lowered_ir` (text of each stage), `backend`, `func_name`,
+    `exported_program`, `jit_function`; `loops_ir()` computes the IR after
+    the lowering pipeline up to scf."""
+
+    def __init__(self, *, jit_function: JitFunction, backend: str, func_name: str,
+                 torch_ir: Optional[str], linalg_ir: Optional[str], flex_ir: str,
+                 exported_program=None, arg_specs=None, out_spec=None):
+        self.jit_function = jit_function
+        self.backend = backend
+        self.func_name = func_name
+        self.torch_ir = torch_ir
+        self.linalg_ir = linalg_ir
+        self.flex_ir = flex_ir
+        self.lowered_ir = str(jit_function.lowered)
+        self.exported_program = exported_program
+        self._arg_specs = arg_specs  # [(name, torch.dtype)]
+        self._out_spec = out_spec
+        self._loops_ir = None
+
+    def loops_ir(self) -> str:
+        if self._loops_ir is None:
+            self._loops_ir = lower_to_loops(self.flex_ir, self.backend)
+        return self._loops_ir
+
+    @property
+    def num_inputs(self) -> int:
+        return len(self.jit_function.arg_types)
+
+    def __call__(self, *args):
+        import torch
+
+        n = self.num_inputs
+        if len(args) != n:
+            raise FlexCompileError("call", f"@{self.func_name} takes {n} tensor argument(s), got {len(args)}")
+        for i, (a, t) in enumerate(zip(args, self.jit_function.arg_types)):
+            name = self._arg_specs[i][0] if self._arg_specs else f"arg{i}"
+            if not isinstance(a, torch.Tensor):
+                raise FlexCompileError("call", f"argument {i} ({name}): expected a torch.Tensor, got {type(a).__name__}")
+            want = self._arg_specs[i][1] if self._arg_specs else _mlir_to_torch_dtype(t)
+            if want is not None and a.dtype != want:
+                raise FlexCompileError("call", f"argument {i} ({name}): expected dtype {want}, got {a.dtype}")
+            shape = list(t.shape)
+            dyn = _dynamic_size()
+            if a.dim() != len(shape) or any(d != dyn and d != s for d, s in zip(shape, a.shape)):
+                want_s = "x".join("?" if d == dyn else str(d) for d in shape)
+                raise FlexCompileError(
+                    "call", f"argument {i} ({name}): expected shape [{want_s}], got {list(a.shape)}")
+        try:
+            res = self.jit_function(*args)
+        except FlexBackendError as e:
+            raise FlexCompileError("call", str(e)) from e
+        flat = list(res) if isinstance(res, tuple) else [res]
+        if self._out_spec is not None and self._out_spec.num_leaves == len(flat):
+            import torch.utils._pytree as pytree
+
+            return pytree.tree_unflatten(flat, self._out_spec)
+        return res
+
+    def __repr__(self):
+        return f"<CompiledModule @{self.func_name} backend={self.backend!r} inputs={self.num_inputs}>"
+
+
+def compile(model, example_args, backend: str = "reference", dynamic_shapes=None,
+            func_name: str = "main") -> CompiledModule:
+    """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
+    of tensors, or one tensor) with the lowering pipeline `backend`
+    ("reference", "tiled", ... see `backend.pipelines.PIPELINES`).
+
+    `dynamic_shapes` is passed to `torch.export.export`, e.g.
+    ``{"q": {2: Dim("S")}, ...}``; dims that stay dynamic become ``?`` in the
+    IR and the callable accepts any size there.
+    Returns a `CompiledModule`; raises `FlexCompileError`."""
+    import torch
+
+    from .pipelines import PIPELINES
+
+    if backend not in PIPELINES:
+        raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
+    if isinstance(example_args, torch.Tensor):
+        example_args = (example_args,)
+    example_args = tuple(example_args)
+    ep = export_model(model, example_args, dynamic_shapes)
+    out_spec = ep.call_spec.out_spec
+    arg_specs = _user_input_specs(ep, example_args)
+    torch_module = import_model(ep, func_name)
+    torch_ir = str(torch_module)
+    linalg_ir = to_linalg(torch_module)
+    flex_ir = materialize(linalg_ir)
+    fn = jit(flex_ir, func_name, backend)
+    if arg_specs is not None and len(arg_specs) != len(fn.arg_types):
+        arg_specs = None
+    return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
+                          linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
+                          arg_specs=arg_specs, out_spec=out_spec)
+
+
+def compile_mlir(text: str, backend: str = "reference", func_name: str = "main") -> CompiledModule:
+    """Compile linalg-on-tensors frontend output or flex IR text."""
+    flex_ir = materialize(text)
+    fn = jit(flex_ir, func_name, backend)
+    return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=None,
+                          linalg_ir=text if has_outlined_flex_calls(text) else None, flex_ir=flex_ir)
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+
+
+def _wrap_callable(fn):
+    """A plain function as an nn.Module (torch.export needs a module)."""
+    import torch
+
+    class FunctionModule(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fn = fn
+
+        def forward(self, *args):
+            return self.fn(*args)
+
+    return FunctionModule()
+
+
+def _user_input_specs(ep, example_args):
+    from torch.export.graph_signature import InputKind
+
+    names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    if len(names) != len(example_args):
+        return None
+    return [(n, a.dtype) for n, a in zip(names, example_args)]
+
+
+def _dynamic_size():
+    from ..mlir import ir
+
+    return ir.ShapedType.get_dynamic_size()
+
+
+def _mlir_to_torch_dtype(t):
+    import torch
+
+    return {
+        "f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+        "i1": torch.bool, "i8": torch.int8, "i32": torch.int32, "i64": torch.int64,
+    }.get(str(t.element_type))
+
+
+def _first_lines(e, n: int = 12) -> str:
+    lines = str(e).strip().splitlines()
+    s = "\n".join(lines[:n])
+    return s + ("\n..." if len(lines) > n else "")

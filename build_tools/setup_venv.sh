@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine: a virtual environment with every pinned package,
+# then builds the C++ and installs torch_mlir_flex (editable) into it.
+#   FLEX_VENV   where the venv goes (default: .venv in the repo)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${FLEX_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV"
+  "$PY" -m venv "$VENV"
+fi
+# shellcheck disable=SC1091
+source "$VENV/bin/activate"
+echo "== installing pinned requirements"
+python -m pip install --quiet --upgrade pip
+python -m pip install --quiet -r "$ROOT/requirements.txt"
+python "$ROOT/build_tools/check_versions.py"
+echo "== building C++ and installing torch_mlir_flex"
+python -m pip install --quiet --no-build-isolation --no-deps -e "$ROOT"
+echo "== ready: source $VENV/bin/activate"

@@ -13,6 +13,12 @@
 NB_MODULE(_site_initialize_0, m) {
   m.doc() = "torch-mlir-flex dialect and pass registration";
   torchMlirFlexRegisterPasses();
+  // Contexts without MLIR's thread pool: with it, the verifier and
+  // function-level passes emit diagnostics on worker threads, where the
+  // bindings' error capture (Module.parse, PassManager.run) builds Python
+  // objects without the GIL and nanobind aborts the process (race; found by
+  // test/robustness, see docs/robustness.md).
+  m.attr("disable_multithreading") = true;
   m.def("register_dialects", [](MlirDialectRegistry registry) {
     torchMlirFlexRegisterDialects(registry);
   });

@@ -13,7 +13,7 @@ config.test_exec_root = os.path.join(config.flex_obj_root, "test")
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "__init__.py", "conftest.py"]
 # pytest files (test_*.py, pytest/ folders) live next to lit tests; lit
 # runs only files with RUN lines.
-config.excludes += ["pytest"]
+config.excludes += ["pytest", "inputs", "robustness"]
 for _dir, _subdirs, _files in os.walk(os.path.dirname(__file__)):
     config.excludes += [f for f in _files if f.startswith("test_") and f.endswith(".py")]
 

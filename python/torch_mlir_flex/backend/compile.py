@@ -1,7 +1,7 @@
 """`torch_mlir_flex.compile`: a PyTorch model with flex_attention -> a JIT callable.
 
     import torch_mlir_flex                      # before anything imports torch_mlir
-    fn = torch_mlir_flex.compile(model, (q, k, v), backend="reference")
+    fn = torch_mlir_flex.compile(model, (q, k, v), backend="tiled")
     out = fn(q, k, v)                           # torch tensors in, torch tensors out
     print(fn.flex_ir)                           # IR of every stage is kept
 
@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
 from .jit import FlexBackendError, JitFunction
+from .pipelines import DEFAULT_BACKEND
 
 MATERIALIZE_PASS = "flex-materialize"
 # The textual pipeline that `loops_ir` truncates (see `pipeline_until`).
@@ -59,7 +60,10 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
             raise FlexCompileError(
                 "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments are supported")
     try:
-        return torch.export.export(model, tuple(example_args), dynamic_shapes=dynamic_shapes, strict=False)
+        # Inference only: flex_attention refuses to trace a backward on CPU
+        # when parameters require grad.
+        with torch.no_grad():
+            return torch.export.export(model, tuple(example_args), dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # torch raises many types here
         raise FlexCompileError("export", f"torch.export failed: {type(e).__name__}: {_first_lines(e)}") from e
 
@@ -88,7 +92,12 @@ def to_linalg(torch_module) -> str:
 
 def _parse(text: str, context, what: str):
     from ..mlir import ir
+    from .jit import check_known_parser_aborts
 
+    try:
+        check_known_parser_aborts(text)
+    except FlexBackendError as e:
+        raise FlexCompileError(what, str(e)) from None
     try:
         return ir.Module.parse(text, context)
     except ir.MLIRError as e:
@@ -105,7 +114,8 @@ def _run_pipeline(module, pipeline: str, stage: str):
     try:
         pm.run(module.operation)
     except ir.MLIRError as e:
-        raise FlexCompileError(stage, f"pipeline failed: {e}") from None
+        msg = str(e).replace("Failure while executing pass pipeline:", "").strip()
+        raise FlexCompileError(stage, msg.removeprefix("error: ")) from None
 
 
 def has_outlined_flex_calls(text: str) -> bool:
@@ -159,7 +169,7 @@ def pipeline_until(backend: str, stop_before: str = LOOPS_STOP_BEFORE) -> str:
     return prefix + ")" * (prefix.count("(") - prefix.count(")"))
 
 
-def lower_to_loops(flex_text: str, backend: str = "reference") -> str:
+def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND) -> str:
     """flex IR -> the backend's pipeline up to scf loops (for inspection)."""
     from ..mlir import ir
 
@@ -169,7 +179,7 @@ def lower_to_loops(flex_text: str, backend: str = "reference") -> str:
     return str(module)
 
 
-def jit(flex_text: str, func_name: str = "main", backend: str = "reference") -> JitFunction:
+def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND) -> JitFunction:
     from .pipelines import PIPELINES
 
     if backend not in PIPELINES:
@@ -249,7 +259,7 @@ class CompiledModule:
         return f"<CompiledModule @{self.func_name} backend={self.backend!r} inputs={self.num_inputs}>"
 
 
-def compile(model, example_args, backend: str = "reference", dynamic_shapes=None,
+def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,
             func_name: str = "main") -> CompiledModule:
     """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
     of tensors, or one tensor) with the lowering pipeline `backend`
@@ -283,7 +293,7 @@ def compile(model, example_args, backend: str = "reference", dynamic_shapes=None
                           arg_specs=arg_specs, out_spec=out_spec)
 
 
-def compile_mlir(text: str, backend: str = "reference", func_name: str = "main") -> CompiledModule:
+def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main") -> CompiledModule:
     """Compile linalg-on-tensors frontend output or flex IR text."""
     flex_ir = materialize(text)
     fn = jit(flex_ir, func_name, backend)

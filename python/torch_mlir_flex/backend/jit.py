@@ -8,6 +8,7 @@ Results are returned as torch tensors (a tuple when there are several).
 """
 
 import ctypes
+import re
 import threading
 
 import numpy as np
@@ -68,6 +69,66 @@ def _to_torch(arr, elt: str):
     return t
 
 
+# Inputs that abort (not diagnose) this MLIR's parser; rejected before parsing.
+_PARSER_ABORTS = [
+    # parseDenseArrayAttr asserts "only integers and floats have a bitwidth".
+    (re.compile(r"array\s*<\s*index\b"), "a dense array attribute of index elements (array<index: ...>)"),
+]
+
+
+def check_known_parser_aborts(text: str):
+    """Raises FlexBackendError if `text` holds a construct on which the MLIR
+    22.1.8 parser asserts and kills the process instead of reporting an error."""
+    for pattern, what in _PARSER_ABORTS:
+        m = pattern.search(text)
+        if m:
+            line = text.count("\n", 0, m.start()) + 1
+            raise FlexBackendError(
+                f"cannot parse module: line {line}: {what} is not supported "
+                "(it crashes the MLIR 22.1.8 parser); use array<i32: ...> or array<i64: ...>")
+
+
+def _split_before(pipeline: str, pass_name: str):
+    """`builtin.module(A,P,B)` -> [`builtin.module(A)`, `builtin.module(P,B)`]
+    when the pass P is a direct child of builtin.module; else [pipeline]."""
+    head = "builtin.module("
+    i = pipeline.find(pass_name)
+    if not pipeline.startswith(head) or i < 0:
+        return [pipeline]
+    prefix = pipeline[len(head):i].rstrip(",")
+    if not prefix or prefix.count("(") != prefix.count(")") or pipeline[i - 1] != ",":
+        return [pipeline]
+    return [head + prefix + ")", head + pipeline[i:]]
+
+
+def _check_memref_element_types(module):
+    """MLIR 22.1.8's finalize-memref-to-llvm asserts (and kills the process)
+    on memref.load/store of integers narrower than 8 bits, e.g. i1 from a
+    bool tensor; reject such IR with an error instead."""
+    bad = []
+
+    def visit(op):
+        op = op.operation
+        idx = {"memref.load": 0, "memref.store": 1}.get(op.name)
+        if idx is not None and len(op.operands) > idx:
+            t = op.operands[idx].type
+            if isinstance(t, ir.MemRefType):
+                elt = t.element_type
+                if isinstance(elt, ir.IntegerType) and elt.width < 8:
+                    bad.append((op, t))
+                    return ir.WalkResult.INTERRUPT
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    if bad:
+        op, t = bad[0]
+        raise FlexBackendError(
+            f"cannot lower '{op.name}' on {t} ({op.location}): element types narrower "
+            "than 8 bits (bool tensors: i1) are not supported by this MLIR's "
+            "finalize-memref-to-llvm; use an integer dtype (e.g. torch.uint8) for bool "
+            "tensors that are inputs, outputs or captured by a mask_mod/score_mod")
+
+
 class JitFunction:
     """Lowers `module_text` with a named pipeline and JIT-compiles `func_name`."""
 
@@ -82,6 +143,7 @@ class JitFunction:
         self._lock = threading.Lock()
         self.context = ir.Context()
         with self.context, ir.Location.unknown():
+            check_known_parser_aborts(module_text)
             try:
                 module = ir.Module.parse(module_text)
             except ir.MLIRError as e:
@@ -91,15 +153,24 @@ class JitFunction:
             self.arg_types = [self._ranked(t, "argument") for t in ftype.inputs]
             self.result_types = [self._ranked(t, "result") for t in ftype.results]
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            text = get_pipeline(pipeline) if "(" not in pipeline else pipeline
             try:
-                pm = passmanager.PassManager.parse(get_pipeline(pipeline)
-                                                   if "(" not in pipeline else pipeline)
-                pm.run(module.operation)
-            except ir.MLIRError as e:
+                # Two halves around finalize-memref-to-llvm so that IR it would
+                # assert on is rejected first (see _check_memref_element_types).
+                for i, part in enumerate(_split_before(text, "finalize-memref-to-llvm")):
+                    if i:
+                        _check_memref_element_types(module)
+                    passmanager.PassManager.parse(part).run(module.operation)
+            except (ir.MLIRError, ValueError) as e:
                 raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
             self.lowered = module
-            self.engine = execution_engine.ExecutionEngine(
-                module, opt_level=opt_level, shared_libs=list(shared_libs))
+            try:
+                self.engine = execution_engine.ExecutionEngine(
+                    module, opt_level=opt_level, shared_libs=list(shared_libs))
+            except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express
+                raise FlexBackendError(
+                    f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
+                    "(see the diagnostics above)") from None
             if not self.engine.raw_lookup(f"_mlir_ciface_{func_name}"):
                 raise FlexBackendError(f"JIT compilation of @{func_name} failed")
 
@@ -135,7 +206,10 @@ class JitFunction:
         res_descs = []
         for t in self.result_types:
             np_t = _MLIR_TO_NP[_element_name(t)]
-            ctype = np.ctypeslib.as_ctypes_type(np.dtype(np_t))
+            # f16 results are read as raw 16-bit words (numpy's float16 has no
+            # ctypes type) and viewed as float16 below.
+            ctype = ctypes.c_uint16 if np_t is np.float16 else \
+                np.ctypeslib.as_ctypes_type(np.dtype(np_t))
             res_descs.append(_np_memref.make_nd_memref_descriptor(t.rank, ctype)())
         call_args = list(arg_ptrs)
         if len(res_descs) == 1:
@@ -153,5 +227,7 @@ class JitFunction:
                 arr = _np_memref.ranked_memref_to_numpy([d])
             else:
                 arr = np.array(d.aligned[0], dtype=_MLIR_TO_NP[_element_name(t)])
+            if _element_name(t) == "f16":
+                arr = np.asarray(arr).view(np.float16)
             outs.append(_to_torch(arr, _element_name(t)))
         return outs[0] if len(outs) == 1 else tuple(outs)

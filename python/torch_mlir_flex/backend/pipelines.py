@@ -34,11 +34,57 @@ PIPELINES = {
             BUFFERIZE,
             "func.func(buffer-deallocation-simplification)",
             "func.func(flex-to-loops)",
+            # memref.copy (e.g. from tensor.insert_slice of a torch.cat)
+            # would call the runtime library's memrefCopy, absent in the JIT.
+            "func.func(flex-copies-to-linalg)",
             TO_LLVM,
         ]
     )
     + ")",
 }
+
+
+# Flash-style tiled lowering (flex-to-flash, issue 5). flex.attention on
+# tensors becomes scf.forall (B, Hq, M-tiles) + scf.for (N-tiles) of linalg
+# tile ops; ops flex-to-flash leaves (dynamic E/Ev) go to flex-to-loops after
+# bufferization. Temporaries are freed by ownership-based deallocation.
+# `tiled_pipeline(...)` builds variants (tile sizes, OpenMP threads).
+def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
+                   openmp: bool = False) -> str:
+    flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
+             f"block-sparsity={int(block_sparsity)}}})")
+    forall = ("func.func(scf-forall-to-parallel),convert-scf-to-openmp,"
+              "func.func(flex-inline-alloca-scopes)"
+              if openmp else "func.func(scf-forall-to-for)")
+    to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "")
+    if openmp:
+        to_llvm = to_llvm.replace("convert-cf-to-llvm,",
+                                  "convert-cf-to-llvm,convert-openmp-to-llvm,")
+    return "builtin.module(" + ",".join(
+        [
+            flash,
+            "canonicalize",
+            "cse",
+            BUFFERIZE,
+            "func.func(ownership-based-buffer-deallocation)",
+            "canonicalize",
+            "func.func(buffer-deallocation-simplification)",
+            "func.func(bufferization-lower-deallocations)",
+            "func.func(flex-to-loops)",
+            # memref.copy of strided views would call the runtime library.
+            "func.func(flex-copies-to-linalg)",
+            "cse",
+            "canonicalize",
+            "func.func(convert-linalg-to-loops)",
+            "canonicalize",
+            "cse",
+            forall,
+            to_llvm,
+        ]
+    ) + ")"
+
+
+PIPELINES["tiled"] = tiled_pipeline()
 
 
 def get_pipeline(name: str) -> str:
@@ -48,3 +94,8 @@ def get_pipeline(name: str) -> str:
         raise ValueError(
             f"unknown lowering pipeline {name!r}; known: {sorted(PIPELINES)}"
         ) from None
+
+
+# The default backend: the tiled flash-style lowering (the e2e suite passes
+# on both; "reference" stays available for checking).
+DEFAULT_BACKEND = "tiled"

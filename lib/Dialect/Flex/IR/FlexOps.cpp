@@ -7,6 +7,7 @@
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 
@@ -152,6 +153,21 @@ LogicalResult AttentionOp::verify() {
   if (std::optional<int64_t> g = getKvGroupSize()) {
     if (*g <= 0)
       return emitOpError() << "kv_group_size must be positive, got " << *g;
+    // Every query head h of this op reads key/value head (H0 + h) / G: the
+    // last one must exist (else the lowering reads out of bounds).
+    APInt h0(64, 0);
+    bool h0Known = getOffsets().empty() ||
+                   (getOffsets().size() == 3 &&
+                    matchPattern(getOffsets()[1], m_ConstantInt(&h0)));
+    if (h0Known && !ShapedType::isDynamic(qs[1]) &&
+        !ShapedType::isDynamic(ks[1]) && qs[1] > 0) {
+      int64_t lastHead = h0.getSExtValue() + qs[1] - 1;
+      if (lastHead < 0 || lastHead / *g >= ks[1])
+        return emitOpError()
+               << "kv_group_size = " << *g << " maps query head " << lastHead
+               << " to key/value head " << lastHead / *g
+               << ", but key/value have Hkv = " << ks[1] << " heads";
+    }
   } else if (!ShapedType::isDynamic(qs[1]) && !ShapedType::isDynamic(ks[1])) {
     if (ks[1] <= 0 || qs[1] % ks[1] != 0)
       return emitOpError() << "query heads Hq = " << qs[1]

@@ -39,6 +39,28 @@ static Value slice(OpBuilder &b, Location loc, Value v,
   return memref::SubViewOp::create(b, loc, v, offsets, sizes, strides);
 }
 
+/// True when `size` is the whole extent `full` of dimension `d` of `src`:
+/// equal constants/values, or a `dim` op of `src` at `d` (getIterationDomain
+/// and getTiledImplementation each create their own dim op).
+static bool isFullExtent(OpFoldResult size, OpFoldResult full, Value src,
+                         int64_t d) {
+  if (isEqualConstantIntOrValue(size, full))
+    return true;
+  auto v = dyn_cast<Value>(size);
+  if (!v)
+    return false;
+  Value dimSrc;
+  std::optional<int64_t> idx;
+  if (auto op = v.getDefiningOp<tensor::DimOp>()) {
+    dimSrc = op.getSource();
+    idx = op.getConstantIndex();
+  } else if (auto op = v.getDefiningOp<memref::DimOp>()) {
+    dimSrc = op.getSource();
+    idx = op.getConstantIndex();
+  }
+  return dimSrc && dimSrc == src && idx == d;
+}
+
 static Value toValue(OpBuilder &b, Location loc, OpFoldResult ofr) {
   return getValueOrCreateConstantIndexOp(b, loc, ofr);
 }
@@ -72,8 +94,13 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
     return emitOpError("expected a tile of the 5-d iteration domain");
   // N is a reduction whose softmax cannot be split by plain tiling.
   OpFoldResult fullN = dimOf(b, loc, getKey(), 2);
-  if (!isZeroInteger(offsets[kN]) ||
-      !isEqualConstantIntOrValue(sizes[kN], fullN))
+  // With a dynamic N the untiled size is the `dim` op that
+  // getIterationDomain created, not the one created here: compare sources.
+  auto isFullN = [&](OpFoldResult size) {
+    return isFullExtent(size, fullN, getKey(), 2) ||
+           isFullExtent(size, fullN, getValue(), 2);
+  };
+  if (!isZeroInteger(offsets[kN]) || !isFullN(sizes[kN]))
     return emitOpError("cannot tile the kv (reduction) dimension N; tile "
                        "sizes for N must be 0");
 
@@ -82,10 +109,38 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
   OpFoldResult E = dimOf(b, loc, getQuery(), 3);
   // K/V keep every head (GQA maps a query head to h / G), and their batch
   // is sliced like the query's unless it is broadcast.
-  bool kvBroadcastBatch = getKeyType().getDimSize(0) == 1 &&
-                          getQueryType().getDimSize(0) != 1;
+  int64_t bkv = getKeyType().getDimSize(0);
+  bool kvBroadcastBatch = bkv == 1 && getQueryType().getDimSize(0) != 1;
   OpFoldResult kvBOff = kvBroadcastBatch ? zero : offsets[kB];
   OpFoldResult kvBSize = kvBroadcastBatch ? one : sizes[kB];
+  if (ShapedType::isDynamic(bkv)) {
+    // Bkv is B or 1 at run time: take batch row 0 (size 1) when it is 1.
+    Value bk = toValue(b, loc, dimOf(b, loc, getKey(), 0));
+    Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+    Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+    Value isOne =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bk, c1);
+    kvBOff = arith::SelectOp::create(b, loc, isOne, c0,
+                                     toValue(b, loc, offsets[kB]))
+                 .getResult();
+    kvBSize = arith::SelectOp::create(b, loc, isOne, c1,
+                                      toValue(b, loc, sizes[kB]))
+                  .getResult();
+  }
+  // GQA ratio of the tile. With dynamic head counts and no kv_group_size it
+  // is only known at run time: then the head dimension must stay whole (the
+  // tile then still derives G = Hq / Hkv from its operands).
+  IntegerAttr groupAttr = getKvGroupSizeAttr();
+  bool staticHeads = !getQueryType().isDynamicDim(1) &&
+                     !getKeyType().isDynamicDim(1);
+  if (!groupAttr && staticHeads)
+    groupAttr = b.getI64IntegerAttr(getGroupSize());
+  if (!groupAttr &&
+      (!isZeroInteger(offsets[kH]) ||
+       !isFullExtent(sizes[kH], dimOf(b, loc, getQuery(), 1), getQuery(), 1)))
+    return emitOpError("cannot tile the head dimension when the query or "
+                       "key/value head count is dynamic and kv_group_size "
+                       "is not set");
   OpFoldResult Hkv = dimOf(b, loc, getKey(), 1);
 
   SmallVector<Operation *> slices;
@@ -126,7 +181,7 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
 
   auto tiled = AttentionOp::create(
       b, loc, resultTypes, q, k, v, getCaptures(), newOffsets, out, lse, mx,
-      getScaleAttr(), b.getI64IntegerAttr(getGroupSize()));
+      getScaleAttr(), groupAttr);
   IRMapping map;
   getScoreMod().cloneInto(&tiled.getScoreMod(), map);
   getMaskMod().cloneInto(&tiled.getMaskMod(), map);
@@ -213,7 +268,15 @@ LogicalResult AttentionOp::generateScalarImplementation(OpBuilder &b,
   Value hg = hi;
   if (!getOffsets().empty())
     hg = arith::AddIOp::create(b, loc, hg, getOffsets()[1]);
-  Value G = arith::ConstantIndexOp::create(b, loc, getGroupSize());
+  Value G;
+  if (getKvGroupSize() || (!getQueryType().isDynamicDim(1) &&
+                           !getKeyType().isDynamicDim(1))) {
+    G = arith::ConstantIndexOp::create(b, loc, getGroupSize());
+  } else {
+    Value hq = memref::DimOp::create(b, loc, getQuery(), 1);
+    Value hkv = memref::DimOp::create(b, loc, getKey(), 1);
+    G = arith::DivUIOp::create(b, loc, hq, hkv);
+  }
   Value kh = arith::DivUIOp::create(b, loc, hg, G);
 
   float negInfF = -std::numeric_limits<float>::infinity();

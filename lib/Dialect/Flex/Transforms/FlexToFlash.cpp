@@ -261,12 +261,60 @@ static bool isAnalyzableMaskStrict(Region &region) {
 }
 
 //===----------------------------------------------------------------------===//
+// exp for x <= 0 in plain arithmetic (vectorizable by LLVM, unlike the expf
+// libcall): Cody-Waite range reduction x = k ln2 + r, |r| <= ln2 / 2, a
+// degree-6 polynomial for e^r (Cephes expf coefficients, ~1 ulp), 2^k from
+// the exponent bits. x < -87.33 (including -inf) gives 0 (the true value is
+// below FLT_MIN); NaN propagates. Only used for x = s - max <= 0.
+//===----------------------------------------------------------------------===//
+static Value emitExpNonPositive(OpBuilder &b, Location loc, Value x) {
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  auto c = [&](double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)).getResult();
+  };
+  Value lo = c(-87.33654);
+  Value under = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, lo);
+  // Clamp to [lo, 0] with compare+select (llvm.maximum/minimum may become
+  // libcalls the JIT cannot resolve); a NaN x stays NaN.
+  Value xc = arith::SelectOp::create(b, loc, under, lo, x);
+  Value pos = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, xc,
+                                    c(0.0));
+  xc = arith::SelectOp::create(b, loc, pos, c(0.0), xc);
+  Value kf = math::FloorOp::create(
+      b, loc,
+      arith::AddFOp::create(
+          b, loc, arith::MulFOp::create(b, loc, xc, c(1.44269504088896341)),
+          c(0.5)));
+  Value r = arith::SubFOp::create(
+      b, loc, xc, arith::MulFOp::create(b, loc, kf, c(0.693359375)));
+  r = arith::SubFOp::create(b, loc, r,
+                            arith::MulFOp::create(b, loc, kf, c(-2.12194440e-4)));
+  double coeffs[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                     4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  Value p = c(coeffs[0]);
+  for (int i = 1; i < 6; ++i)
+    p = math::FmaOp::create(b, loc, p, r, c(coeffs[i]));
+  Value r2 = arith::MulFOp::create(b, loc, r, r);
+  p = math::FmaOp::create(b, loc, p, r2, r);
+  p = arith::AddFOp::create(b, loc, p, c(1.0));
+  Value ki = arith::FPToSIOp::create(b, loc, i32, kf);
+  Value bits = arith::ShLIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, ki,
+                            arith::ConstantIntOp::create(b, loc, 127, 32)),
+      arith::ConstantIntOp::create(b, loc, 23, 32));
+  Value scale = arith::BitcastOp::create(b, loc, f32, bits);
+  Value e = arith::MulFOp::create(b, loc, p, scale);
+  return arith::SelectOp::create(b, loc, under, c(0.0), e);
+}
+
+//===----------------------------------------------------------------------===//
 // The lowering
 //===----------------------------------------------------------------------===//
 
 struct FlashOptions {
   int64_t tileM = 0, tileN = 0;
-  bool blockSparsity = true, denseClassify = true;
+  bool blockSparsity = true, denseClassify = true, fastExp = true;
 };
 
 class FlashLowering {
@@ -309,9 +357,6 @@ private:
     return linalg::FillOp::create(b, loc, ValueRange{cF(v)}, ValueRange{init})
         .getResult(0);
   }
-  Value emitTileStep(Value qTile, Value kb, Value kh, Value n0, Value gB,
-                     Value gH, Value m0, ValueRange state, bool withMask,
-                     Value fullBlock);
   Value emitScores(Value s, Value m0, Value n0, Value gB, Value gH,
                    bool withMask);
 };
@@ -321,7 +366,8 @@ Value FlashLowering::pad(Value src, int64_t d, Value padded, Type padTy) {
   SmallVector<OpFoldResult> low(srcTy.getRank(), b.getIndexAttr(0));
   SmallVector<OpFoldResult> high(srcTy.getRank(), b.getIndexAttr(0));
   Value cur = srcTy.isDynamicDim(d) ? dim(src, d) : cIdx(srcTy.getDimSize(d));
-  high[d] = arith::SubIOp::create(b, loc, padded, cur).getResult();
+  high[d] = getAsOpFoldResult(
+      b.createOrFold<arith::SubIOp>(loc, padded, cur));
   Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
   return tensor::PadOp::create(b, loc, padTy, src, low, high, zero);
 }
@@ -381,26 +427,6 @@ Value FlashLowering::emitScores(Value s, Value m0, Value n0, Value gB,
   return gen.getResult(0);
 }
 
-/// One N-tile of the online softmax. state = (mx, l, acc, sScr, bmScr,
-/// corrScr); returns an scf.if/for-yieldable list via the builder: the
-/// caller yields the returned values (packed as the op results).
-Value FlashLowering::emitTileStep(Value qTile, Value kb, Value kh, Value n0,
-                                  Value gB, Value gH, Value m0,
-                                  ValueRange state, bool withMask,
-                                  Value fullBlock) {
-  (void)qTile;
-  (void)kb;
-  (void)kh;
-  (void)n0;
-  (void)gB;
-  (void)gH;
-  (void)m0;
-  (void)state;
-  (void)withMask;
-  (void)fullBlock;
-  return Value();
-}
-
 LogicalResult FlashLowering::run(bool &lowered) {
   lowered = false;
   if (!op.hasTensorSemantics())
@@ -448,13 +474,13 @@ LogicalResult FlashLowering::run(bool &lowered) {
   Value one = cIdx(1), zeroI = cIdx(0);
   auto roundUp = [&](Value x, int64_t t) {
     Value tv = cIdx(t);
-    Value q = arith::CeilDivUIOp::create(b, loc, x, tv);
-    return arith::MulIOp::create(b, loc, q, tv).getResult();
+    Value q = b.createOrFold<arith::CeilDivUIOp>(loc, x, tv);
+    return b.createOrFold<arith::MulIOp>(loc, q, tv);
   };
   Mp = padM ? roundUp(M, Mt) : M;
   Np = padN ? roundUp(N, Nt) : N;
-  Mm1 = arith::SubIOp::create(b, loc, M, one);
-  Nm1 = arith::SubIOp::create(b, loc, N, one);
+  Mm1 = b.createOrFold<arith::SubIOp>(loc, M, one);
+  Nm1 = b.createOrFold<arith::SubIOp>(loc, N, one);
   auto paddedShape = [&](RankedTensorType t, int64_t d, bool isPadded,
                          int64_t staticSize, int64_t tile) {
     SmallVector<int64_t> shape(t.getShape());
@@ -519,8 +545,8 @@ LogicalResult FlashLowering::run(bool &lowered) {
   if (maxD)
     dests.push_back(maxD);
 
-  Value nMTiles = arith::DivUIOp::create(b, loc, Mp, cIdx(Mt));
-  Value nNTiles = arith::DivUIOp::create(b, loc, Np, cIdx(Nt));
+  Value nMTiles = b.createOrFold<arith::DivUIOp>(loc, Mp, cIdx(Mt));
+  Value nNTiles = b.createOrFold<arith::DivUIOp>(loc, Np, cIdx(Nt));
   SmallVector<OpFoldResult> ubs = {Bq, Hq, nMTiles};
   auto forall = scf::ForallOp::create(b, loc, ubs, dests, std::nullopt);
   Block *body = forall.getBody();
@@ -618,26 +644,25 @@ LogicalResult FlashLowering::run(bool &lowered) {
         full = t;
       } else {
         // Dense pre-pass: any / all kept over the block's valid entries.
-        auto i1 = b.getI1Type();
-        Value anyInit = linalg::FillOp::create(
-                            b, loc,
-                            ValueRange{arith::ConstantIntOp::create(b, loc, 0, 1)},
-                            ValueRange{tensor::EmptyOp::create(
-                                b, loc, ArrayRef<int64_t>{}, i1)})
-                            .getResult(0);
-        Value allInit = linalg::FillOp::create(
-                            b, loc,
-                            ValueRange{arith::ConstantIntOp::create(b, loc, 1, 1)},
-                            ValueRange{tensor::EmptyOp::create(
-                                b, loc, ArrayRef<int64_t>{}, i1)})
-                            .getResult(0);
+        // (i8 accumulators: i1 memrefs do not lower to LLVM reliably.)
+        auto i8 = b.getI8Type();
+        auto flag = [&](int64_t v) {
+          Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, i8);
+          return linalg::FillOp::create(
+                     b, loc, ValueRange{arith::ConstantIntOp::create(b, loc, v, 8)},
+                     ValueRange{init})
+              .getResult(0);
+        };
+        Value anyInit = flag(0), allInit = flag(1);
         AffineMap scalar = AffineMap::get(2, 0, {}, ctx);
         auto pre = linalg::GenericOp::create(
             b, loc, TypeRange{anyInit.getType(), allInit.getType()},
-            ValueRange{}, ValueRange{anyInit, allInit},
-            ArrayRef<AffineMap>{scalar, scalar},
+            // The (unread) score scratch gives the loop bounds [Mt, Nt].
+            ValueRange{st[3]}, ValueRange{anyInit, allInit},
+            ArrayRef<AffineMap>{id2, scalar, scalar},
             ArrayRef<IteratorType>{kRed, kRed},
-            [&](OpBuilder &nb, Location l, ValueRange args) {
+            [&](OpBuilder &nb, Location l, ValueRange bargs) {
+              ValueRange args = bargs.drop_front();
               Value im = linalg::IndexOp::create(nb, l, 0);
               Value in = linalg::IndexOp::create(nb, l, 1);
               Value mLoc = arith::AddIOp::create(nb, l, m0, im);
@@ -652,26 +677,31 @@ LogicalResult FlashLowering::run(bool &lowered) {
                               : nLoc;
               Value keep =
                   inlineRegion(nb, op.getMaskMod(), {gB, gH, gm, gn});
-              Value anyV = args[0], allV = args[1];
+              Value keepAny = keep, keepAll = keep;
               if (padN) {
+                // Padded columns: neither kept nor a reason for "not all".
                 Value valid = arith::CmpIOp::create(
                     nb, l, arith::CmpIPredicate::slt, nLoc, N);
                 Value t = arith::ConstantIntOp::create(nb, l, 1, 1);
                 Value invalid = arith::XOrIOp::create(nb, l, valid, t);
-                anyV = arith::OrIOp::create(
-                    nb, l, anyV, arith::AndIOp::create(nb, l, keep, valid));
-                allV = arith::AndIOp::create(
-                    nb, l, allV, arith::OrIOp::create(nb, l, keep, invalid));
-              } else {
-                anyV = arith::OrIOp::create(nb, l, anyV, keep);
-                allV = arith::AndIOp::create(nb, l, allV, keep);
+                keepAny = arith::AndIOp::create(nb, l, keep, valid);
+                keepAll = arith::OrIOp::create(nb, l, keep, invalid);
               }
+              Value anyV = arith::OrIOp::create(
+                  nb, l, args[0], arith::ExtUIOp::create(nb, l, i8, keepAny));
+              Value allV = arith::AndIOp::create(
+                  nb, l, args[1], arith::ExtUIOp::create(nb, l, i8, keepAll));
               linalg::YieldOp::create(nb, l, ValueRange{anyV, allV});
             });
-        live = tensor::ExtractOp::create(b, loc, pre.getResult(0),
-                                         ValueRange{});
-        full = tensor::ExtractOp::create(b, loc, pre.getResult(1),
-                                         ValueRange{});
+        Value zero8 = arith::ConstantIntOp::create(b, loc, 0, 8);
+        live = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::ne,
+            tensor::ExtractOp::create(b, loc, pre.getResult(0), ValueRange{}),
+            zero8);
+        full = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::ne,
+            tensor::ExtractOp::create(b, loc, pre.getResult(1), ValueRange{}),
+            zero8);
       }
     }
 
@@ -743,8 +773,9 @@ LogicalResult FlashLowering::run(bool &lowered) {
                                              bmv, mold);
             Value mn = arith::SelectOp::create(nb, l, gt, bmv, mold);
             Value allMasked = isNegInf(nb, l, mn);
-            Value corr = math::ExpOp::create(
-                nb, l, arith::SubFOp::create(nb, l, mold, mn));
+            Value diff = arith::SubFOp::create(nb, l, mold, mn);
+            Value corr = opts.fastExp ? emitExpNonPositive(nb, l, diff)
+                                      : math::ExpOp::create(nb, l, diff).getResult();
             Value oneF = arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(1));
             corr = arith::SelectOp::create(nb, l, allMasked, oneF, corr);
             Value lnew = arith::MulFOp::create(nb, l, lold, corr);
@@ -759,8 +790,10 @@ LogicalResult FlashLowering::run(bool &lowered) {
                     ArrayRef<IteratorType>{kPar, kPar},
                     [&](OpBuilder &nb, Location l, ValueRange args) {
                       Value mnv = args[0], sv = args[1];
-                      Value e = math::ExpOp::create(
-                          nb, l, arith::SubFOp::create(nb, l, sv, mnv));
+                      Value diff = arith::SubFOp::create(nb, l, sv, mnv);
+                      Value e = opts.fastExp
+                                    ? emitExpNonPositive(nb, l, diff)
+                                    : math::ExpOp::create(nb, l, diff).getResult();
                       Value zf =
                           arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(0));
                       Value r = arith::SelectOp::create(
@@ -931,7 +964,7 @@ LogicalResult FlashLowering::run(bool &lowered) {
                                                                 t.getRank(),
                                                                 a(1));
       for (int64_t d = 0; d < t.getRank(); ++d)
-        sizes.push_back(d == 2 ? o(M)
+        sizes.push_back(d == 2 ? getAsOpFoldResult(M)
                         : t.isDynamicDim(d) ? o(dim(r, d))
                                             : a(t.getDimSize(d)));
       r = tensor::ExtractSliceOp::create(b, loc, t, r, offs, sizes, strides);
@@ -952,7 +985,7 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
       getOperation().emitError("flex-to-flash: tile sizes must be >= 0");
       return signalPassFailure();
     }
-    FlashOptions opts{tileM, tileN, blockSparsity, denseClassify};
+    FlashOptions opts{tileM, tileN, blockSparsity, denseClassify, fastExp};
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
     for (AttentionOp op : ops) {

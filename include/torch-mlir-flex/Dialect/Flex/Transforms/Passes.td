@@ -57,13 +57,61 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     Option<"blockSparsity", "block-sparsity", "bool", /*default=*/"true",
            "Skip fully masked blocks and drop the mask on full blocks">,
     Option<"denseClassify", "dense-classify", "bool", /*default=*/"true",
-           "Classify blocks of non-analyzable masks with a dense pre-pass">
+           "Classify blocks of non-analyzable masks with a dense pre-pass">,
+    Option<"fastExp", "fast-exp", "bool", /*default=*/"true",
+           "Softmax exp as inline polynomial (vectorizable) instead of math.exp">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
+}
+
+def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
+  let summary = "Rewrite the frontend's outlined flex calls into flex.attention";
+  let description = [{
+    Replaces each `func.call @__flex_attention_N(q, k, v, buffers...)` (see
+    python/torch_mlir_flex/frontend/README.md) by a `flex.attention` on
+    tensors. The declaration's `flex.*` attributes give the scale, the
+    buffer split and the modifier functions; the modifiers (linalg on 0-d
+    tensors) are scalarized into the op's `score_mod` / `mask_mod` regions,
+    reads of captured buffers become `tensor.extract` on the op's capture
+    operands. Identity modifiers leave the region empty. Declarations and
+    modifiers left without uses are erased. Anything that cannot be
+    scalarized is an error on the call site.
+
+    ```mlir
+    %r:3 = call @__flex_attention_0(%q, %k, %v) : (...) -> (...)
+    ==>
+    %o = flex.attention ins(%q, %k, %v : ...) outs(%init : ...)
+        scale(0.353553385) mask_mod { ... flex.yield %keep : i1 } -> ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::flex::FlexDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def FlexCopiesToLinalg : Pass<"flex-copies-to-linalg", "func::FuncOp"> {
+  let summary = "Rewrite memref.copy as linalg.copy (lowered to loops)";
+  let description = [{
+    After bufferization, strided memref.copy ops (padding, un-padding)
+    become calls to the `memrefCopy` runtime-library function; as
+    linalg.copy they lower to plain loops with the rest of the linalg ops
+    (used by the "tiled" pipeline).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FlexInlineAllocaScopes : Pass<"flex-inline-alloca-scopes", "func::FuncOp"> {
+  let summary = "Inline memref.alloca_scope ops that hold no memref.alloca";
+  let description = [{
+    convert-scf-to-openmp wraps each parallel-loop body in a
+    memref.alloca_scope, whose region must stay a single block; a body with
+    nested scf loops then breaks convert-scf-to-cf. Scopes with no
+    memref.alloca (the tiled pipeline allocates on the heap) are inlined.
+  }];
 }
 
 #endif

@@ -1,0 +1,29 @@
+"""pytest over the e2e registry: one test per (case, backend).
+
+    PYTHONPATH=python pytest -q projects/e2e/test_e2e.py [-k causal]
+"""
+
+import warnings
+
+import torch_mlir_flex  # noqa: F401  (before torch_mlir)
+import pytest
+from torch_mlir_flex.backend import PIPELINES
+
+from .registry import all_cases
+from .runner import ERROR, FAIL, SKIP, XFAIL, XPASS, run_case
+
+_PARAMS = [pytest.param(c, b, id=f"{c.name}-{b}") for b in sorted(PIPELINES) for c in all_cases()]
+
+
+@pytest.mark.parametrize("case,backend", _PARAMS)
+def test_e2e(case, backend):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = run_case(case, backend, verbose=True)
+    if r.status == SKIP:
+        pytest.skip(r.detail)
+    if r.status == XFAIL:
+        pytest.xfail(r.detail)
+    if r.status == XPASS:
+        warnings.warn(r.detail)
+    assert r.status not in (FAIL, ERROR), f"{r.status} [{r.stage}] {r.detail}"

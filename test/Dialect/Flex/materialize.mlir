@@ -1,0 +1,624 @@
+// RUN: flex-opt %s -flex-materialize -split-input-file | FileCheck %s
+
+// Inputs are torch_mlir_flex.frontend output (trimmed). Identity modifiers
+// (upstream's importer always emits them) leave the regions empty, and the
+// declaration and modifier funcs are erased.
+
+// CHECK-LABEL: func.func @no_mods(
+// CHECK-SAME:    %[[Q:.+]]: tensor<1x4x16x8xf32>, %[[K:.+]]: tensor<1x4x16x8xf32>, %[[V:.+]]: tensor<1x4x16x8xf32>)
+// CHECK:         %[[INIT:.+]] = tensor.empty() : tensor<1x4x16x8xf32>
+// CHECK:         %[[R:.+]] = flex.attention ins(%[[Q]], %[[K]], %[[V]] : tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>)
+// CHECK-SAME:      outs(%[[INIT]] : tensor<1x4x16x8xf32>) scale(0.353553385) -> tensor<1x4x16x8xf32>
+// CHECK:         return %[[R]]
+// CHECK-NOT:   func.func private
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    return %arg0 : tensor<f32>
+  }
+  func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>) -> tensor<i1> {
+    %cst = arith.constant dense<true> : tensor<i1>
+    return %cst : tensor<i1>
+  }
+  func.func @no_mods(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// CHECK-LABEL: func.func @causal(
+// CHECK:         flex.attention
+// CHECK-NOT:       score_mod
+// CHECK:           mask_mod {
+// CHECK-NEXT:      ^bb0(%[[B:.+]]: index, %[[H:.+]]: index, %[[M:.+]]: index, %[[N:.+]]: index):
+// CHECK-DAG:         %[[MI:.+]] = arith.index_cast %[[M]] : index to i32
+// CHECK-DAG:         %[[NI:.+]] = arith.index_cast %[[N]] : index to i32
+// CHECK:             %[[C:.+]] = arith.cmpi sge, %[[MI]], %[[NI]] : i32
+// CHECK:             flex.yield %[[C]] : i1
+// CHECK:         } -> tensor<1x4x16x8xf32>
+// CHECK-NOT:   func.func private
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    return %arg0 : tensor<f32>
+  }
+  func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>) -> tensor<i1> {
+    %0 = tensor.empty() : tensor<i1>
+    %1 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg2, %arg3 : tensor<i32>, tensor<i32>) outs(%0 : tensor<i1>) {
+    ^bb0(%in: i32, %in_0: i32, %out: i1):
+      %2 = arith.cmpi sge, %in, %in_0 : i32
+      linalg.yield %2 : i1
+    } -> tensor<i1>
+    return %1 : tensor<i1>
+  }
+  func.func @causal(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// CHECK-LABEL: func.func @softcap(
+// CHECK:         flex.attention
+// CHECK-SAME:      scale(0.353553385) score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index):
+// CHECK-DAG:         %[[CAP:.+]] = arith.constant 3.000000e+01 : f32
+// CHECK:             %[[D:.+]] = arith.divf %[[S]], %[[CAP]] : f32
+// CHECK:             %[[T:.+]] = math.tanh %[[D]] : f32
+// CHECK:             %[[R:.+]] = arith.mulf %[[T]], %[[CAP]] : f32
+// CHECK:             flex.yield %[[R]] : f32
+// CHECK-NOT:       mask_mod
+// CHECK:         } -> tensor<1x4x16x8xf32>
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    %cst = arith.constant 3.000000e+01 : f32
+    %0 = tensor.empty() : tensor<f32>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg0 : tensor<f32>) outs(%0 : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %4 = arith.divf %in, %cst : f32
+      linalg.yield %4 : f32
+    } -> tensor<f32>
+    %2 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%1 : tensor<f32>) outs(%0 : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %4 = math.tanh %in : f32
+      linalg.yield %4 : f32
+    } -> tensor<f32>
+    %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%2 : tensor<f32>) outs(%0 : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %4 = arith.mulf %in, %cst : f32
+      linalg.yield %4 : f32
+    } -> tensor<f32>
+    return %3 : tensor<f32>
+  }
+  func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>) -> tensor<i1> {
+    %cst = arith.constant dense<true> : tensor<i1>
+    return %cst : tensor<i1>
+  }
+  func.func @softcap(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// Relative bias: score + (q_idx - kv_idx).
+// CHECK-LABEL: func.func @relative_bias(
+// CHECK:         score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %[[M:.+]]: index, %[[N:.+]]: index):
+// CHECK-DAG:         %[[MI:.+]] = arith.index_cast %[[M]] : index to i32
+// CHECK-DAG:         %[[NI:.+]] = arith.index_cast %[[N]] : index to i32
+// CHECK:             %[[D:.+]] = arith.subi %[[MI]], %[[NI]] : i32
+// CHECK:             %[[DF:.+]] = arith.sitofp %[[D]] : i32 to f32
+// CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[DF]] : f32
+// CHECK:             flex.yield %[[R]] : f32
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    %0 = tensor.empty() : tensor<i32>
+    %1 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg3, %arg4 : tensor<i32>, tensor<i32>) outs(%0 : tensor<i32>) {
+    ^bb0(%in: i32, %in_0: i32, %out: i32):
+      %4 = arith.subi %in, %in_0 : i32
+      linalg.yield %4 : i32
+    } -> tensor<i32>
+    %2 = tensor.empty() : tensor<f32>
+    %3 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg0, %1 : tensor<f32>, tensor<i32>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: f32, %in_0: i32, %out: f32):
+      %4 = arith.sitofp %in_0 : i32 to f32
+      %5 = arith.addf %in, %4 : f32
+      linalg.yield %5 : f32
+    } -> tensor<f32>
+    return %3 : tensor<f32>
+  }
+  func.func @relative_bias(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// Document mask over a captured runtime tensor: doc_ids[q_idx] == doc_ids[kv_idx].
+// The region reads the capture operand (the function argument) directly.
+// CHECK-LABEL: func.func @document_mask(
+// CHECK-SAME:    %[[DOC:[^:]+]]: tensor<16xi64>)
+// CHECK:         flex.attention
+// CHECK-SAME:      captures(%[[DOC]] : tensor<16xi64>)
+// CHECK-SAME:      mask_mod {
+// CHECK-NEXT:      ^bb0(%{{.+}}: index, %{{.+}}: index, %[[M:.+]]: index, %[[N:.+]]: index):
+// CHECK-DAG:         %[[MI:.+]] = arith.index_cast %[[M]] : index to i32
+// CHECK-DAG:         %[[NI:.+]] = arith.index_cast %[[N]] : index to i32
+// CHECK:             %[[ME:.+]] = arith.extsi %[[MI]] : i32 to i64
+// CHECK:             %[[MX:.+]] = arith.index_cast %{{.+}} : i64 to index
+// CHECK:             %[[DM:.+]] = tensor.extract %[[DOC]][%[[MX]]] : tensor<16xi64>
+// CHECK:             %[[NE:.+]] = arith.extsi %[[NI]] : i32 to i64
+// CHECK:             %[[NX:.+]] = arith.index_cast %{{.+}} : i64 to index
+// CHECK:             %[[DN:.+]] = tensor.extract %[[DOC]][%[[NX]]] : tensor<16xi64>
+// CHECK:             %[[EQ:.+]] = arith.cmpi eq, %[[DM]], %[[DN]] : i64
+// CHECK:             flex.yield %[[EQ]] : i1
+#map = affine_map<() -> ()>
+module {
+  func.func @document_mask(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>, %arg3: tensor<16xi64>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2, %arg3) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<16xi64>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<16xi64>) -> tensor<i1> {
+    %c0_i64 = arith.constant 0 : i64
+    %c16_i64 = arith.constant 16 : i64
+    %0 = tensor.empty() : tensor<i64>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg2 : tensor<i32>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i32, %out: i64):
+      %7 = arith.extsi %in : i32 to i64
+      linalg.yield %7 : i64
+    } -> tensor<i64>
+    %2 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%1 : tensor<i64>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i64, %out: i64):
+      %7 = arith.cmpi slt, %in, %c0_i64 : i64
+      %8 = arith.addi %in, %c16_i64 : i64
+      %9 = arith.select %7, %8, %in : i64
+      %10 = arith.index_cast %9 : i64 to index
+      %extracted = tensor.extract %arg4[%10] : tensor<16xi64>
+      linalg.yield %extracted : i64
+    } -> tensor<i64>
+    %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg3 : tensor<i32>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i32, %out: i64):
+      %7 = arith.extsi %in : i32 to i64
+      linalg.yield %7 : i64
+    } -> tensor<i64>
+    %4 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%3 : tensor<i64>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i64, %out: i64):
+      %7 = arith.cmpi slt, %in, %c0_i64 : i64
+      %8 = arith.addi %in, %c16_i64 : i64
+      %9 = arith.select %7, %8, %in : i64
+      %10 = arith.index_cast %9 : i64 to index
+      %extracted = tensor.extract %arg4[%10] : tensor<16xi64>
+      linalg.yield %extracted : i64
+    } -> tensor<i64>
+    %5 = tensor.empty() : tensor<i1>
+    %6 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%2, %4 : tensor<i64>, tensor<i64>) outs(%5 : tensor<i1>) {
+    ^bb0(%in: i64, %in_0: i64, %out: i1):
+      %7 = arith.cmpi eq, %in, %in_0 : i64
+      linalg.yield %7 : i1
+    } -> tensor<i1>
+    return %6 : tensor<i1>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<16xi64>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 1 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    return %arg0 : tensor<f32>
+  }
+}
+
+// -----
+
+// Per-head bias captured by score_mod: score + bias[h].
+// CHECK-LABEL: func.func @head_bias(
+// CHECK-SAME:    %[[BIAS:[^:]+]]: tensor<4xf32>)
+// CHECK:         flex.attention
+// CHECK-SAME:      captures(%[[BIAS]] : tensor<4xf32>)
+// CHECK-SAME:      score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %[[H:.+]]: index, %{{.+}}: index, %{{.+}}: index):
+// CHECK:             %[[HI:.+]] = arith.index_cast %[[H]] : index to i32
+// CHECK:             %[[X:.+]] = arith.index_cast %{{.+}} : i64 to index
+// CHECK:             %[[BH:.+]] = tensor.extract %[[BIAS]][%[[X]]] : tensor<4xf32>
+// CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[BH]] : f32
+// CHECK:             flex.yield %[[R]] : f32
+#map = affine_map<() -> ()>
+module {
+  func.func @head_bias(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>, %arg3: tensor<4xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2, %arg3) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<4xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>, %arg5: tensor<4xf32>) -> tensor<f32> {
+    %c0_i64 = arith.constant 0 : i64
+    %c4_i64 = arith.constant 4 : i64
+    %0 = tensor.empty() : tensor<i64>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg2 : tensor<i32>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i32, %out: i64):
+      %5 = arith.extsi %in : i32 to i64
+      linalg.yield %5 : i64
+    } -> tensor<i64>
+    %2 = tensor.empty() : tensor<f32>
+    %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%1 : tensor<i64>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: i64, %out: f32):
+      %5 = arith.cmpi slt, %in, %c0_i64 : i64
+      %6 = arith.addi %in, %c4_i64 : i64
+      %7 = arith.select %5, %6, %in : i64
+      %8 = arith.index_cast %7 : i64 to index
+      %extracted = tensor.extract %arg5[%8] : tensor<4xf32>
+      linalg.yield %extracted : f32
+    } -> tensor<f32>
+    %4 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg0, %3 : tensor<f32>, tensor<f32>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: f32, %in_0: f32, %out: f32):
+      %5 = arith.addf %in, %in_0 : f32
+      linalg.yield %5 : f32
+    } -> tensor<f32>
+    return %4 : tensor<f32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<4xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 1 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// ALiBi with a constant slope table inside the modifier (the frontend emits a
+// dense_resource; a dense literal here): the table is materialized before the
+// op and captured, since a tensor constant inside the region would be hoisted
+// out of it by any folder.
+// CHECK-LABEL: func.func @alibi_const_table(
+// CHECK:         %[[TBL:.+]] = arith.constant dense<[5.000000e-01, 2.500000e-01, 1.250000e-01, 6.250000e-02]> : tensor<4xf32>
+// CHECK:         flex.attention
+// CHECK-SAME:      captures(%[[TBL]] : tensor<4xf32>)
+// CHECK-SAME:      score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %[[H:.+]]: index, %[[M:.+]]: index, %[[N:.+]]: index):
+// CHECK:             %[[SL:.+]] = tensor.extract %[[TBL]][%{{.+}}] : tensor<4xf32>
+// CHECK:             %[[D:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
+// CHECK:             %[[DF:.+]] = arith.sitofp %[[D]] : i32 to f32
+// CHECK:             %[[B:.+]] = arith.mulf %[[SL]], %[[DF]] : f32
+// CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[B]] : f32
+// CHECK:             flex.yield %[[R]] : f32
+#map = affine_map<() -> ()>
+module {
+  func.func @alibi_const_table(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    %c0_i64 = arith.constant 0 : i64
+    %c4_i64 = arith.constant 4 : i64
+    %cst = arith.constant dense<[5.000000e-01, 2.500000e-01, 1.250000e-01, 6.250000e-02]> : tensor<4xf32>
+    %0 = tensor.empty() : tensor<i64>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg2 : tensor<i32>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i32, %out: i64):
+      %8 = arith.extsi %in : i32 to i64
+      linalg.yield %8 : i64
+    } -> tensor<i64>
+    %2 = tensor.empty() : tensor<f32>
+    %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%1 : tensor<i64>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: i64, %out: f32):
+      %8 = arith.cmpi slt, %in, %c0_i64 : i64
+      %9 = arith.addi %in, %c4_i64 : i64
+      %10 = arith.select %8, %9, %in : i64
+      %11 = arith.index_cast %10 : i64 to index
+      %extracted = tensor.extract %cst[%11] : tensor<4xf32>
+      linalg.yield %extracted : f32
+    } -> tensor<f32>
+    %4 = tensor.empty() : tensor<i32>
+    %5 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg4, %arg3 : tensor<i32>, tensor<i32>) outs(%4 : tensor<i32>) {
+    ^bb0(%in: i32, %in_0: i32, %out: i32):
+      %8 = arith.subi %in, %in_0 : i32
+      linalg.yield %8 : i32
+    } -> tensor<i32>
+    %6 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%3, %5 : tensor<f32>, tensor<i32>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: f32, %in_0: i32, %out: f32):
+      %8 = arith.sitofp %in_0 : i32 to f32
+      %9 = arith.mulf %in, %8 : f32
+      linalg.yield %9 : f32
+    } -> tensor<f32>
+    %7 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg0, %6 : tensor<f32>, tensor<f32>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: f32, %in_0: f32, %out: f32):
+      %8 = arith.addf %in, %in_0 : f32
+      linalg.yield %8 : f32
+    } -> tensor<f32>
+    return %7 : tensor<f32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// GQA: Hq = 4, Hkv = 2; the op derives the group size from the shapes.
+// CHECK-LABEL: func.func @gqa(
+// CHECK:         %[[R:.+]] = flex.attention ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<1x4x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>)
+// CHECK-SAME:      outs(%{{.+}} : tensor<1x4x16x8xf32>) scale(0.353553385) -> tensor<1x4x16x8xf32>
+// CHECK-NOT:       kv_group_size
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    return %arg0 : tensor<f32>
+  }
+  func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>) -> tensor<i1> {
+    %cst = arith.constant dense<true> : tensor<i1>
+    return %cst : tensor<i1>
+  }
+  func.func @gqa(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x2x16x8xf32>, %arg2: tensor<1x2x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.enable_gqa, flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// return_lse: the logsumexp result replaces call result #1 (log2 units on
+// both sides); max_scores is neither used nor requested, so it is dropped.
+// CHECK-LABEL: func.func @lse_used(
+// CHECK-DAG:     %[[OI:.+]] = tensor.empty() : tensor<1x4x16x8xf32>
+// CHECK-DAG:     %[[LI:.+]] = tensor.empty() : tensor<1x4x16xf32>
+// CHECK:         %[[R:.+]]:2 = flex.attention
+// CHECK-SAME:      outs(%[[OI]] : tensor<1x4x16x8xf32>) logsumexp(%[[LI]] : tensor<1x4x16xf32>) scale(0.353553385)
+// CHECK-NOT:       max_scores
+// CHECK:         } -> tensor<1x4x16x8xf32>, tensor<1x4x16xf32>
+// CHECK:         linalg.generic {{.*}} ins(%[[R]]#1 : tensor<1x4x16xf32>)
+// CHECK:         return %[[R]]#0,
+#map = affine_map<() -> ()>
+#map1 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    %cst = arith.constant 3.000000e+01 : f32
+    %0 = tensor.empty() : tensor<f32>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg0 : tensor<f32>) outs(%0 : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %2 = math.tanh %in : f32
+      %3 = arith.mulf %2, %cst : f32
+      linalg.yield %3 : f32
+    } -> tensor<f32>
+    return %1 : tensor<f32>
+  }
+  func.func @lse_used(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>) {
+    %cst = arith.constant 0.69314718055994529 : f64
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    %1 = tensor.empty() : tensor<1x4x16xf32>
+    %2 = linalg.generic {indexing_maps = [#map1, #map1], iterator_types = ["parallel", "parallel", "parallel"]} ins(%0#1 : tensor<1x4x16xf32>) outs(%1 : tensor<1x4x16xf32>) {
+    ^bb0(%in: f32, %out: f32):
+      %3 = arith.truncf %cst : f64 to f32
+      %4 = arith.mulf %in, %3 : f32
+      linalg.yield %4 : f32
+    } -> tensor<1x4x16xf32>
+    return %0#0, %2 : tensor<1x4x16x8xf32>, tensor<1x4x16xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = true, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// return_max_scores set but unused: the max_scores init is still created.
+// CHECK-LABEL: func.func @max_scores_flag(
+// CHECK:         %[[R:.+]]:2 = flex.attention
+// CHECK-SAME:      outs(%{{.+}} : tensor<1x4x16x8xf32>) max_scores(%{{.+}} : tensor<1x4x16xf32>) scale(1.250000e-01)
+// CHECK-NOT:       logsumexp
+// CHECK:         return %[[R]]#0
+module {
+  func.func @max_scores_flag(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = true, flex.scale = 1.250000e-01 : f64}
+}
+
+// -----
+
+// Dynamic sequence length: init dims come from tensor.dim of the query.
+// CHECK-LABEL: func.func @dynamic_seq(
+// CHECK-SAME:    %[[Q:[^:]+]]: tensor<1x4x?x8xf32>
+// CHECK-DAG:     %[[C2:.+]] = arith.constant 2 : index
+// CHECK:         %[[M:.+]] = tensor.dim %[[Q]], %[[C2]] : tensor<1x4x?x8xf32>
+// CHECK:         %[[OI:.+]] = tensor.empty(%[[M]]) : tensor<1x4x?x8xf32>
+// CHECK:         %[[R:.+]] = flex.attention ins(%[[Q]], %{{.+}}, %{{.+}} : tensor<1x4x?x8xf32>, tensor<1x4x?x8xf32>, tensor<1x4x?x8xf32>)
+// CHECK-SAME:      outs(%[[OI]] : tensor<1x4x?x8xf32>)
+// CHECK:         } -> tensor<1x4x?x8xf32>
+// CHECK:         return %[[R]]
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    %cst = arith.constant 3.000000e+01 : f32
+    %0 = tensor.empty() : tensor<f32>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg0 : tensor<f32>) outs(%0 : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %2 = math.tanh %in : f32
+      linalg.yield %2 : f32
+    } -> tensor<f32>
+    return %1 : tensor<f32>
+  }
+  func.func @dynamic_seq(%arg0: tensor<1x4x?x8xf32>, %arg1: tensor<1x4x?x8xf32>, %arg2: tensor<1x4x?x8xf32>) -> tensor<1x4x?x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x?x8xf32>, tensor<1x4x?x8xf32>, tensor<1x4x?x8xf32>) -> (tensor<1x4x?x8xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>)
+    return %0#0 : tensor<1x4x?x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x?x8xf32>, tensor<1x4x?x8xf32>, tensor<1x4x?x8xf32>) -> (tensor<1x4x?x8xf32>, tensor<1x4x?xf32>, tensor<1x4x?xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// Two calls sharing one score_mod: each op gets its own copy of the scalar
+// body; the shared modifier is erased once both calls are rewritten.
+// CHECK-LABEL: func.func @two_calls_shared(
+// CHECK:         %[[A:.+]] = flex.attention
+// CHECK-SAME:      score_mod {
+// CHECK:             math.tanh
+// CHECK:         %[[B:.+]] = flex.attention ins(%[[A]],
+// CHECK-SAME:      score_mod {
+// CHECK:             math.tanh
+// CHECK:         return %[[B]]
+// CHECK-NOT:   func.func private
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    %0 = tensor.empty() : tensor<f32>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg0 : tensor<f32>) outs(%0 : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %2 = math.tanh %in : f32
+      linalg.yield %2 : f32
+    } -> tensor<f32>
+    return %1 : tensor<f32>
+  }
+  func.func @two_calls_shared(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    %1:3 = call @__flex_attention_1(%0#0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %1#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+  func.func private @__flex_attention_1(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+}
+
+// -----
+
+// Index arguments as tensor<i64> (accepted besides today's tensor<i32>).
+// CHECK-LABEL: func.func @i64_indices(
+// CHECK:           mask_mod {
+// CHECK-NEXT:      ^bb0(%{{.+}}: index, %{{.+}}: index, %[[M:.+]]: index, %[[N:.+]]: index):
+// CHECK-DAG:         %[[MI:.+]] = arith.index_cast %[[M]] : index to i64
+// CHECK-DAG:         %[[NI:.+]] = arith.index_cast %[[N]] : index to i64
+// CHECK:             %[[C:.+]] = arith.cmpi sge, %[[MI]], %[[NI]] : i64
+// CHECK:             flex.yield %[[C]] : i1
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_mask0(%arg0: tensor<i64>, %arg1: tensor<i64>, %arg2: tensor<i64>, %arg3: tensor<i64>) -> tensor<i1> {
+    %0 = tensor.empty() : tensor<i1>
+    %1 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg2, %arg3 : tensor<i64>, tensor<i64>) outs(%0 : tensor<i1>) {
+    ^bb0(%in: i64, %in_0: i64, %out: i1):
+      %2 = arith.cmpi sge, %in, %in_0 : i64
+      linalg.yield %2 : i1
+    } -> tensor<i1>
+    return %1 : tensor<i1>
+  }
+  func.func @i64_indices(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64}
+}
+
+// -----
+
+// Constructs torch-mlir does not emit today but the pass accepts: linalg.map,
+// a named elementwise op, linalg.fill, tensor.from_elements / expand_shape /
+// collapse_shape / extract of 0-d tensors, and a payload that reads its init.
+// CHECK-LABEL: func.func @other_0d_forms(
+// CHECK:           score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index):
+// CHECK-DAG:         %[[TWO:.+]] = arith.constant 2.000000e+00 : f32
+// CHECK-DAG:         %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK:             %[[A:.+]] = arith.mulf %[[S]], %[[TWO]] : f32
+// CHECK:             %[[E:.+]] = math.exp %[[A]] : f32
+// CHECK:             %[[B:.+]] = arith.addf %[[E]], %[[ONE]] : f32
+// CHECK:             %[[C:.+]] = arith.addf %[[B]], %[[B]] : f32
+// CHECK:             flex.yield %[[C]] : f32
+#map = affine_map<() -> ()>
+module {
+  func.func private @score(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    %two = arith.constant dense<2.0> : tensor<f32>
+    %c1 = arith.constant 1.0 : f32
+    %e = tensor.empty() : tensor<f32>
+    %0 = linalg.map ins(%arg0, %two : tensor<f32>, tensor<f32>) outs(%e : tensor<f32>)
+      (%a: f32, %b: f32, %o: f32) {
+        %m = arith.mulf %a, %b : f32
+        linalg.yield %m : f32
+      }
+    %1 = linalg.exp ins(%0 : tensor<f32>) outs(%e : tensor<f32>) -> tensor<f32>
+    %ones = linalg.fill ins(%c1 : f32) outs(%e : tensor<f32>) -> tensor<f32>
+    %x = tensor.extract %1[] : tensor<f32>
+    %2 = tensor.from_elements %x : tensor<f32>
+    %3 = tensor.expand_shape %2 [] output_shape [1] : tensor<f32> into tensor<1xf32>
+    %4 = tensor.collapse_shape %3 [] : tensor<1xf32> into tensor<f32>
+    %5 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%4 : tensor<f32>) outs(%ones : tensor<f32>) {
+    ^bb0(%in: f32, %out: f32):
+      %s = arith.addf %in, %out : f32
+      linalg.yield %s : f32
+    } -> tensor<f32>
+    %6 = arith.addf %5, %5 : tensor<f32>
+    return %6 : tensor<f32>
+  }
+  func.func @other_0d_forms(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @score}
+}
+
+// -----
+
+// A boolean constant table is captured zero-extended to i8 (a load from a
+// memref of i1 does not lower to LLVM) and narrowed back after the read.
+// CHECK-LABEL: func.func @bool_table(
+// CHECK:         %[[TBL:.+]] = arith.constant dense<[1, 0, 1, 1]> : tensor<4xi8>
+// CHECK:         flex.attention
+// CHECK-SAME:      captures(%[[TBL]] : tensor<4xi8>)
+// CHECK-SAME:      mask_mod {
+// CHECK:             %[[E:.+]] = tensor.extract %[[TBL]][%{{.+}}] : tensor<4xi8>
+// CHECK:             %[[B:.+]] = arith.trunci %[[E]] : i8 to i1
+// CHECK:             flex.yield %[[B]] : i1
+module {
+  func.func private @mask(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>) -> tensor<i1> {
+    %t = arith.constant dense<[true, false, true, true]> : tensor<4xi1>
+    %x = tensor.extract %arg3[] : tensor<i32>
+    %i = arith.index_cast %x : i32 to index
+    %c4 = arith.constant 4 : index
+    %j = arith.remui %i, %c4 : index
+    %b = tensor.extract %t[%j] : tensor<4xi1>
+    %r = tensor.from_elements %b : tensor<i1>
+    return %r : tensor<i1>
+  }
+  func.func @bool_table(%q: tensor<1x4x16x8xf32>, %k: tensor<1x4x16x8xf32>, %v: tensor<1x4x16x8xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%q, %k, %v) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.mask_mod = @mask, flex.scale = 1.0 : f64}
+}
+
+// -----
+
+// A score_mod traced on bf16 scores runs in f32, as eager flex_attention
+// calls it: bf16 constants and ops are retyped, no truncf/extf remain.
+#map_bf16 = affine_map<() -> ()>
+// CHECK-LABEL: func.func @bf16_softcap
+// CHECK:         flex.attention
+// CHECK:         score_mod {
+// CHECK-NEXT:    ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index):
+// CHECK-DAG:       %[[C:.+]] = arith.constant 4.000000e+00 : f32
+// CHECK:           %[[D:.+]] = arith.divf %[[S]], %[[C]] : f32
+// CHECK:           %[[T:.+]] = math.tanh %[[D]] : f32
+// CHECK:           %[[M:.+]] = arith.mulf %[[T]], %[[C]] : f32
+// CHECK:           flex.yield %[[M]] : f32
+// CHECK-NOT:     bf16 to f32
+// CHECK-NOT:     @sdpa_score_bf16
+func.func private @sdpa_score_bf16(%arg0: tensor<bf16>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<bf16> {
+  %cst = arith.constant 4.000000e+00 : bf16
+  %0 = tensor.empty() : tensor<bf16>
+  %1 = linalg.generic {indexing_maps = [#map_bf16, #map_bf16], iterator_types = []} ins(%arg0 : tensor<bf16>) outs(%0 : tensor<bf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    %4 = arith.divf %in, %cst : bf16
+    linalg.yield %4 : bf16
+  } -> tensor<bf16>
+  %2 = linalg.generic {indexing_maps = [#map_bf16, #map_bf16], iterator_types = []} ins(%1 : tensor<bf16>) outs(%0 : tensor<bf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    %4 = math.tanh %in : bf16
+    linalg.yield %4 : bf16
+  } -> tensor<bf16>
+  %3 = linalg.generic {indexing_maps = [#map_bf16, #map_bf16], iterator_types = []} ins(%2 : tensor<bf16>) outs(%0 : tensor<bf16>) {
+  ^bb0(%in: bf16, %out: bf16):
+    %4 = arith.mulf %in, %cst : bf16
+    linalg.yield %4 : bf16
+  } -> tensor<bf16>
+  return %3 : tensor<bf16>
+}
+func.func private @__flex_attention_0(tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>) -> (tensor<1x2x16x8xbf16>, tensor<1x2x16xf32>, tensor<1x2x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score_bf16}
+func.func @bf16_softcap(%q: tensor<1x2x16x8xbf16>, %k: tensor<1x2x16x8xbf16>, %v: tensor<1x2x16x8xbf16>) -> tensor<1x2x16x8xbf16> {
+  %0:3 = call @__flex_attention_0(%q, %k, %v) : (tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>) -> (tensor<1x2x16x8xbf16>, tensor<1x2x16xf32>, tensor<1x2x16xf32>)
+  return %0#0 : tensor<1x2x16x8xbf16>
+}

@@ -1,0 +1,195 @@
+// RUN: flex-opt %s -split-input-file -flex-to-flash -canonicalize -cse | FileCheck %s
+// RUN: flex-opt %s -split-input-file -flex-to-flash="tile-m=16 tile-n=32 block-sparsity=false" -canonicalize -cse | FileCheck %s --check-prefix=NOSKIP
+
+// Causal mask: forall over (B, Hq, M-tiles), for over N-tiles carrying the
+// online-softmax state, analytic block classification, global indices.
+// CHECK-LABEL: func.func @causal
+// CHECK: %[[KT:.*]] = linalg.transpose ins(%{{.*}} : tensor<1x4x128x32xf32>) outs(%{{.*}} : tensor<1x4x32x128xf32>) permutation = [0, 1, 3, 2]
+// (the unit batch loop is folded away by -canonicalize)
+// CHECK: scf.forall (%[[H:.*]], %[[MT:.*]]) in (4, 2) shared_outs(%[[O:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}})
+// CHECK: %[[M0:.*]] = arith.muli %[[MT]], %c64
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[H]], %[[M0]], 0] [1, 1, 64, 32] [1, 1, 1, 1] : tensor<1x4x128x32xf32> to tensor<64x32xf32>
+// CHECK: %[[MHI:.*]] = arith.addi %[[M0]], %c63
+// CHECK: scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[LS:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}, %[[SS:.*]] = %{{.*}}, %[[BS:.*]] = %{{.*}}, %[[CS:.*]] = %{{.*}}) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x32xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+// CHECK: %[[N0:.*]] = arith.muli %[[J]], %c64
+// CHECK: %[[NHI:.*]] = arith.addi %[[N0]], %c63
+// Block classification: all kept iff m_lo >= n_hi, none iff m_hi < n_lo.
+// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %[[NHI]] : index
+// CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %[[MHI]], %[[N0]] : index
+// CHECK: scf.if %[[EMPTY]]
+// CHECK-NEXT: scf.yield %[[MX]], %[[LS]], %[[ACC]], %[[SS]], %[[BS]], %[[CS]]
+// CHECK: } else {
+// CHECK: tensor.extract_slice %[[KT]][0, %[[H]], 0, %[[N0]]] [1, 1, 32, 64]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<64x64xf32>)
+// CHECK: scf.if %[[FULL]] -> (tensor<64x64xf32>)
+// CHECK-NOT: arith.cmpi
+// CHECK: } else {
+// The scores see global indices: m0 + linalg.index 0, n0 + linalg.index 1.
+// CHECK: arith.mulf
+// CHECK: %[[IM:.*]] = linalg.index 0 : index
+// CHECK: %[[IN:.*]] = linalg.index 1 : index
+// CHECK: %[[GM:.*]] = arith.addi %[[M0]], %[[IM]] : index
+// CHECK: %[[GN:.*]] = arith.addi %[[N0]], %[[IN]] : index
+// CHECK: %[[KEEP:.*]] = arith.cmpi sge, %[[GM]], %[[GN]] : index
+// CHECK: arith.select %[[KEEP]]
+// Online-softmax update: new max, correction exp(m_old - m_new), l *= corr.
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}}outs(%{{.*}} : tensor<64xf32>)
+// CHECK: arith.cmpf ugt
+// CHECK: linalg.generic {{.*}}ins(%{{.*}} : tensor<64xf32>) outs(%[[MX]], %[[LS]], %[[CS]] : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+// CHECK: arith.cmpf ugt
+// CHECK: arith.subf
+// CHECK: math.floor
+// CHECK: arith.mulf
+// P = exp(S - m), then the row sum, acc *= corr, acc += P V.
+// CHECK: linalg.generic
+// CHECK: math.floor
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
+// CHECK: linalg.generic {{.*}}outs(%[[ACC]] : tensor<64x32xf32>)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<64x32xf32>)
+// Normalization: fully masked rows (max = -inf) give 0; lse in log2 units.
+// CHECK: arith.divf
+// CHECK: arith.cmpf oeq
+// CHECK: arith.select
+// CHECK: math.log
+// CHECK: arith.mulf %{{.*}}, %cst_{{.*}} : f32
+// CHECK: scf.forall.in_parallel
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[O]][0, %[[H]], %[[M0]], 0] [1, 1, 64, 32]
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[L]][0, %[[H]], %[[M0]]] [1, 1, 64]
+// No tensor of size B*H*M*N:
+// CHECK-NOT: tensor<1x4x128x128xf32>
+// NOSKIP-LABEL: func.func @causal
+// NOSKIP: scf.forall {{.*}} in (4, 8)
+// NOSKIP: scf.for {{.*}} -> (tensor<16xf32>, tensor<16xf32>, tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>)
+// NOSKIP-NOT: scf.if
+// NOSKIP: scf.forall.in_parallel
+func.func @causal(%q: tensor<1x4x128x32xf32>, %k: tensor<1x4x128x32xf32>, %v: tensor<1x4x128x32xf32>) -> (tensor<1x4x128x32xf32>, tensor<1x4x128xf32>) {
+  %o = tensor.empty() : tensor<1x4x128x32xf32>
+  %l = tensor.empty() : tensor<1x4x128xf32>
+  %r:2 = flex.attention ins(%q, %k, %v : tensor<1x4x128x32xf32>, tensor<1x4x128x32xf32>, tensor<1x4x128x32xf32>)
+      outs(%o : tensor<1x4x128x32xf32>) logsumexp(%l : tensor<1x4x128xf32>) scale(0.125)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c = arith.cmpi sge, %m, %n : index
+        flex.yield %c : i1
+      } -> tensor<1x4x128x32xf32>, tensor<1x4x128xf32>
+  return %r#0, %r#1 : tensor<1x4x128x32xf32>, tensor<1x4x128xf32>
+}
+
+// -----
+
+// GQA 4:1 (kv head = h / 4), KV batch broadcast, captured per-head bias
+// read with tensor.extract inside the score generic, Ev != E.
+// CHECK-LABEL: func.func @gqa_capture
+// CHECK: scf.forall (%[[B:.*]], %[[H:.*]]) in (2, 8)
+// CHECK: %[[KH:.*]] = arith.divui %[[H]], %c4 : index
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], 0, 0] [1, 1, 16, 64] {{.*}} to tensor<16x64xf32>
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], 0, 0] [1, 1, 64, 24] {{.*}} to tensor<64x24xf32>
+// CHECK: linalg.generic
+// CHECK: tensor.extract %{{.*}}[%[[H]]] : tensor<8xf32>
+// CHECK-NOT: scf.if
+// CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[B]], %[[H]], 0, 0] [1, 1, 64, 24]
+func.func @gqa_capture(%q: tensor<2x8x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: tensor<1x2x64x24xf32>, %bias: tensor<8xf32>) -> tensor<2x8x64x24xf32> {
+  %o = tensor.empty() : tensor<2x8x64x24xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<2x8x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x24xf32>)
+      captures(%bias : tensor<8xf32>)
+      outs(%o : tensor<2x8x64x24xf32>) scale(0.25)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+        %x = tensor.extract %bias[%h] : tensor<8xf32>
+        %t = arith.addf %s, %x : f32
+        flex.yield %t : f32
+      } -> tensor<2x8x64x24xf32>
+  return %r : tensor<2x8x64x24xf32>
+}
+
+// -----
+
+// Decode: M = 1 (Mt = 1), N = 300 padded to 384 (Nt = 128); padded key
+// columns are masked to -inf and the region sees kv_idx clamped to N - 1.
+// CHECK-LABEL: func.func @decode
+// CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 84, 0]
+// CHECK: scf.forall {{.*}} in (4)
+// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1
+// CHECK: linalg.generic
+// CHECK: %[[IN:.*]] = linalg.index 1 : index
+// CHECK: %[[N:.*]] = arith.addi %{{.*}}, %[[IN]] : index
+// CHECK: %[[NC:.*]] = arith.minsi %[[N]], %c299 : index
+// CHECK: arith.index_cast %[[NC]]
+// CHECK: %[[VALID:.*]] = arith.cmpi slt, %[[N]], %c300 : index
+// CHECK: arith.select %[[VALID]]
+// CHECK-NOT: tensor<1x4x1x300xf32>
+func.func @decode(%q: tensor<1x4x1x64xf32>, %k: tensor<1x4x300x64xf32>, %v: tensor<1x4x300x64xf32>) -> tensor<1x4x1x64xf32> {
+  %o = tensor.empty() : tensor<1x4x1x64xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x4x1x64xf32>, tensor<1x4x300x64xf32>, tensor<1x4x300x64xf32>)
+      outs(%o : tensor<1x4x1x64xf32>) scale(0.125)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+        %i = arith.index_cast %n : index to i64
+        %f = arith.sitofp %i : i64 to f32
+        %t = arith.addf %s, %f : f32
+        flex.yield %t : f32
+      } -> tensor<1x4x1x64xf32>
+  return %r : tensor<1x4x1x64xf32>
+}
+
+// -----
+
+// A mask reading a captured tensor is not analyzable: a dense per-block
+// pre-pass (any / all kept) classifies the block.
+// CHECK-LABEL: func.func @document
+// CHECK: scf.for
+// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]{{.*}} outs(%{{.*}}, %{{.*}} : tensor<i8>, tensor<i8>)
+// CHECK: tensor.extract %{{.*}} : tensor<128xi64>
+// CHECK: arith.ori
+// CHECK: arith.andi
+// CHECK: %[[ANY:.*]] = arith.cmpi ne
+// CHECK: %[[ALL:.*]] = arith.cmpi ne
+// CHECK: scf.if %[[ANY]]
+// CHECK: linalg.generic
+// CHECK: scf.if %[[ALL]]
+func.func @document(%q: tensor<1x2x128x16xf32>, %k: tensor<1x2x128x16xf32>, %v: tensor<1x2x128x16xf32>, %doc: tensor<128xi64>) -> tensor<1x2x128x16xf32> {
+  %o = tensor.empty() : tensor<1x2x128x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>)
+      captures(%doc : tensor<128xi64>)
+      outs(%o : tensor<1x2x128x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %dq = tensor.extract %doc[%m] : tensor<128xi64>
+        %dk = tensor.extract %doc[%n] : tensor<128xi64>
+        %c = arith.cmpi eq, %dq, %dk : i64
+        flex.yield %c : i1
+      } -> tensor<1x2x128x16xf32>
+  return %r : tensor<1x2x128x16xf32>
+}
+
+// -----
+
+// Dynamic M and N: Q, K, V padded to multiples of the tiles, results sliced
+// back to M rows.
+// CHECK-LABEL: func.func @dynamic
+// CHECK: %[[M:.*]] = tensor.dim %{{.*}}, %c2 : tensor<1x2x?x16xf32>
+// CHECK: tensor.pad
+// CHECK: scf.forall
+// CHECK: arith.minsi
+// CHECK: tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 2, %[[M]], 16] [1, 1, 1, 1] : tensor<1x2x?x16xf32> to tensor<1x2x?x16xf32>
+func.func @dynamic(%q: tensor<1x2x?x16xf32>, %k: tensor<1x2x?x16xf32>, %v: tensor<1x2x?x16xf32>, %o: tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32> {
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>)
+      outs(%o : tensor<1x2x?x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c = arith.cmpi sge, %m, %n : index
+        flex.yield %c : i1
+      } -> tensor<1x2x?x16xf32>
+  return %r : tensor<1x2x?x16xf32>
+}
+
+// -----
+
+// Dynamic head dimension: left for flex-to-loops with a remark.
+// CHECK-LABEL: func.func @dynamic_e
+// CHECK: flex.attention
+func.func @dynamic_e(%q: tensor<1x2x8x?xf32>, %k: tensor<1x2x8x?xf32>, %v: tensor<1x2x8x4xf32>, %o: tensor<1x2x8x4xf32>) -> tensor<1x2x8x4xf32> {
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x8x?xf32>, tensor<1x2x8x?xf32>, tensor<1x2x8x4xf32>)
+      outs(%o : tensor<1x2x8x4xf32>) scale(0.25) -> tensor<1x2x8x4xf32>
+  return %r : tensor<1x2x8x4xf32>
+}

@@ -11,9 +11,13 @@ resetting it through /proc/self/clear_refs). GFLOP/s count the unmasked
 work only: 4 * E * (number of kept (q, kv) pairs) per head.
 
 Ours: flex.attention IR built by hand (benchmarks/flex_ir.py), lowered with
-the "tiled" pipeline (flex-to-flash) and JIT-compiled at -O3; with OpenMP
-over (B, H, M-tiles) when an LLVM OpenMP runtime (libomp.so.5) is found,
-else single-threaded.
+the "tiled" pipeline (flex-to-flash) and JIT-compiled at -O3; "ours" runs
+with OpenMP over (B, H, M-tiles) when an OpenMP runtime is found
+(`find_openmp_runtime`: pip's intel-openmp libiomp5.so, or the system's
+libomp.so.5; threads from OMP_NUM_THREADS, else all cores) and "ours 1T" is
+the same lowering without OpenMP, side by side; without a runtime "ours" is
+single-threaded. A last run at S=8192 (causal, ours only) checks the extra
+memory; the "targets" table compares the ratios of issue 5.
 """
 
 import argparse
@@ -23,24 +27,24 @@ import statistics
 import sys
 import time
 
+# OpenMP workers sleep right after our parallel region instead of spinning
+# for 200 ms on the cores the next implementation is timed on.
+os.environ.setdefault("KMP_BLOCKTIME", "0")
+
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from torch_mlir_flex.backend.jit import JitFunction
-from torch_mlir_flex.backend.pipelines import tiled_pipeline
+from torch_mlir_flex.backend.pipelines import find_openmp_runtime, tiled_pipeline
 
 from . import flex_ir as fi
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIBOMP_CANDIDATES = ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/llvm-14/lib/libomp.so.5"]
 
 
 def find_libomp():
-    for p in LIBOMP_CANDIDATES:
-        if os.path.exists(p):
-            return p
-    return None
+    return find_openmp_runtime()
 
 
 # --- memory ---------------------------------------------------------------
@@ -146,6 +150,14 @@ def run_case(c, libomp, reps, do_compile, log):
     compile_s = time.perf_counter() - t0
     out = fn(q, k, v, *caps)
     res["ours"] = measure(lambda: fn(q, k, v, *caps), reps)
+    if libomp is not None and c.get("single_thread", True):
+        fn1 = JitFunction(text, "f", pipeline=tiled_pipeline(openmp=False), opt_level=3)
+        fn1(q, k, v, *caps)
+        res["ours 1T"] = measure(lambda: fn1(q, k, v, *caps), reps)
+        del fn1
+    if c.get("ours_only"):
+        return dict(case=c["name"], M=M, N=N, flops=flops, err=float("nan"),
+                    compile_s=compile_s, res=res)
 
     # eager flex_attention
     bm = None
@@ -157,6 +169,9 @@ def run_case(c, libomp, reps, do_compile, log):
     res["eager flex"] = measure(lambda: flex_attention(q, k, v, **kw), max(1, reps // 2))
 
     if do_compile:
+        # A fresh compile per case: dynamo's recompile limit (8) would
+        # otherwise make later cases silently run eager flex_attention.
+        torch._dynamo.reset()
         cflex = torch.compile(flex_attention, dynamic=False)
         t0 = time.perf_counter()
         cflex(q, k, v, **kw)
@@ -170,8 +185,38 @@ def run_case(c, libomp, reps, do_compile, log):
                 res=res)
 
 
+IMPLS = ["ours", "ours 1T", "eager flex", "compiled flex", "SDPA"]
+
+
+def _time(rows, case, M, impl):
+    for r in rows:
+        if r["case"] == case and r["M"] == M and impl in r["res"]:
+            return r["res"][impl][0]
+    return None
+
+
+def targets(rows):
+    """(target, limit, measured) rows for issue 5; measured None if not run."""
+    def ratio(a, b):
+        return None if a is None or b is None else a / b
+    out = [
+        ("alibi+causal S=1024: ours / compiled flex", 1.0,
+         ratio(_time(rows, "alibi+causal", 1024, "ours"),
+               _time(rows, "alibi+causal", 1024, "compiled flex"))),
+        ("causal S=1024: ours / SDPA", 1.5,
+         ratio(_time(rows, "causal", 1024, "ours"), _time(rows, "causal", 1024, "SDPA"))),
+        ("sliding256: ours t(S=4096) / t(S=1024)", 4.5,
+         ratio(_time(rows, "sliding256", 4096, "ours"), _time(rows, "sliding256", 1024, "ours"))),
+        ("max compile s per attention op", 2.0,
+         max((r["compile_s"] for r in rows), default=None)),
+    ]
+    mem = [r["res"]["ours"][1] / 2**20 for r in rows if r["M"] == 8192 and "ours" in r["res"]]
+    out.append(("S=8192 causal: ours peak extra MiB", 64.0, mem[0] if mem else None))
+    return out
+
+
 def write_results(rows, path_md, meta):
-    impls = ["ours", "eager flex", "compiled flex", "SDPA"]
+    impls = IMPLS
     lines = ["# flex-to-flash benchmark", "", meta, "",
              "| case | M | N | impl | median ms | GFLOP/s | peak extra MiB | ours speed-up |",
              "|---|---|---|---|---|---|---|---|"]
@@ -188,6 +233,12 @@ def write_results(rows, path_md, meta):
               "| case | M | N | max abs err vs eager | ours compile s |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['case']} | {r['M']} | {r['N']} | {r['err']:.2e} | {r['compile_s']:.2f} |")
+    lines += ["", "Targets (issue 5):", "", "| target | limit | measured | met |", "|---|---|---|---|"]
+    for name, limit, got in targets(rows):
+        if got is None:
+            lines.append(f"| {name} | <= {limit:g} | not run | |")
+        else:
+            lines.append(f"| {name} | <= {limit:g} | {got:.2f} | {'yes' if got <= limit else 'NO'} |")
     os.makedirs(os.path.dirname(path_md), exist_ok=True)
     with open(path_md, "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -200,12 +251,12 @@ def plot(rows, path_png):
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    impls = ["ours", "eager flex", "compiled flex", "SDPA"]
+    impls = IMPLS
     labels = [f"{r['case']}\n{r['M']}x{r['N']}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4))
-    w = 0.2
+    w = 0.16
     for i, impl in enumerate(impls):
-        xs = [j + (i - 1.5) * w for j, r in enumerate(rows) if impl in r["res"]]
+        xs = [j + (i - 2) * w for j, r in enumerate(rows) if impl in r["res"]]
         ys = [r["flops"] / r["res"][impl][0] / 1e9 for r in rows if impl in r["res"]]
         ax.bar(xs, ys, w, label=impl)
     ax.set_xticks(range(len(rows)))
@@ -223,6 +274,8 @@ def main(argv=None):
     ap.add_argument("--sizes", default="1024,4096")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--mem-size", type=int, default=8192,
+                    help="S of the ours-only causal memory check (0: skip)")
     args = ap.parse_args(argv)
     sizes = [256] if args.quick else [int(s) for s in args.sizes.split(",")]
     libomp = find_libomp()
@@ -239,8 +292,15 @@ def main(argv=None):
             rows.append(r)
             log("    " + ", ".join(f"{k}: {v[0] * 1e3:.2f} ms" for k, v in r["res"].items())
                 + f"  (err {r['err']:.1e})")
-        # decode is the same for every S
-        sizes_done = True  # noqa: F841
+    if args.mem_size and not args.quick:
+        S = args.mem_size
+        c = [c for c in make_cases(S, False) if c["name"] == "causal"][0]
+        c.update(ours_only=True, single_thread=False)
+        log(f"[{time.time() - t_start:6.1f}s] memory check: causal M=N={S} (ours only)")
+        r = run_case(c, libomp, 2, False, log)
+        rows.append(r)
+        log(f"    ours: {r['res']['ours'][0] * 1e3:.1f} ms, peak extra "
+            f"{r['res']['ours'][1] / 2**20:.1f} MiB")
     # drop duplicate decode rows (same shape for each S)
     seen, uniq = set(), []
     for r in rows:
@@ -250,7 +310,8 @@ def main(argv=None):
             uniq.append(r)
     meta = (f"torch {torch.__version__}, {os.cpu_count()} CPUs, torch threads "
             f"{torch.get_num_threads()}, ours: "
-            + (f"OpenMP ({libomp})" if libomp else "single-threaded (no libomp found)")
+            + (f"OpenMP ({libomp}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})"
+               if libomp else "single-threaded (no OpenMP runtime found)")
             + f", fp32, B=1, H=8, D=64; total run {time.time() - t_start:.0f}s; "
             f"load average at end {os.getloadavg()[0]:.1f}")
     md = os.path.join(args.out, "results.md")

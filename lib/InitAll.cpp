@@ -63,6 +63,7 @@
 #include "mlir/Dialect/Vector/TransformOps/VectorTransformOps.h"
 #include "mlir/Dialect/Vector/Transforms/BufferizableOpInterfaceImpl.h"
 #include "mlir/Dialect/Vector/Transforms/Passes.h"
+#include "mlir/Dialect/Vector/Transforms/SubsetOpInterfaceImpl.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -109,6 +110,7 @@ void mlir::flex::registerAllDialects(DialectRegistry &registry) {
   tensor::registerTilingInterfaceExternalModels(registry);
   tensor::registerValueBoundsOpInterfaceExternalModels(registry);
   vector::registerBufferizableOpInterfaceExternalModels(registry);
+  vector::registerSubsetOpInterfaceExternalModels(registry);
   flex::registerBufferizableOpInterfaceExternalModels(registry);
   // Transform dialect extensions (tiling in tests and pipelines).
   bufferization::registerTransformDialectExtension(registry);
@@ -137,6 +139,7 @@ void mlir::flex::registerAllPasses() {
     vector::registerVectorPasses();
     // Conversions used on the way to LLVM.
     registerArithToLLVMConversionPass();
+    registerConvertBufferizationToMemRefPass();
     registerConvertControlFlowToLLVMPass();
     registerConvertFuncToLLVMPass();
     registerConvertIndexToLLVMPass();

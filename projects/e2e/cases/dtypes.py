@@ -90,8 +90,7 @@ def _pad_inputs():
     return [(q, k, v, keep), (q, k, v, keep2)]
 
 
-@register_case(inputs=_pad_inputs, check=outputs_differ, tags=("runtime_buffer", "mask_in_forward"),
-               xfail="JIT: MLIR 22.1.8 finalize-memref-to-llvm cannot load/store i1 memrefs (jit.py rejects them)")
+@register_case(inputs=_pad_inputs, check=outputs_differ, tags=("runtime_buffer", "mask_in_forward"))
 def bool_key_padding():
     """Runtime bool key-padding mask, run with two different masks."""
     return KeyPadding()

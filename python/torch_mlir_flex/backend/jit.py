@@ -8,6 +8,7 @@ Results are returned as torch tensors (a tuple when there are several).
 """
 
 import ctypes
+import os
 import re
 import threading
 
@@ -104,7 +105,9 @@ def _split_before(pipeline: str, pass_name: str):
 def _check_memref_element_types(module):
     """MLIR 22.1.8's finalize-memref-to-llvm asserts (and kills the process)
     on memref.load/store of integers narrower than 8 bits, e.g. i1 from a
-    bool tensor; reject such IR with an error instead."""
+    bool tensor; reject such IR with an error instead. The named pipelines
+    run flex-widen-i1-memrefs (i1 -> i8) first, so this is a safety net for
+    custom pipelines and other sub-byte types."""
     bad = []
 
     def visit(op):
@@ -124,9 +127,9 @@ def _check_memref_element_types(module):
         op, t = bad[0]
         raise FlexBackendError(
             f"cannot lower '{op.name}' on {t} ({op.location}): element types narrower "
-            "than 8 bits (bool tensors: i1) are not supported by this MLIR's "
-            "finalize-memref-to-llvm; use an integer dtype (e.g. torch.uint8) for bool "
-            "tensors that are inputs, outputs or captured by a mask_mod/score_mod")
+            "than 8 bits are not supported by this MLIR's finalize-memref-to-llvm; "
+            "for i1 (bool tensors) run flex-widen-i1-memrefs before it (the named "
+            "pipelines do), otherwise use an integer dtype of at least 8 bits")
 
 
 class JitFunction:
@@ -166,13 +169,32 @@ class JitFunction:
             self.lowered = module
             try:
                 self.engine = execution_engine.ExecutionEngine(
-                    module, opt_level=opt_level, shared_libs=list(shared_libs))
+                    module, opt_level=opt_level,
+                    shared_libs=self._shared_libs(text, shared_libs))
             except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express
                 raise FlexBackendError(
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
                     "(see the diagnostics above)") from None
             if not self.engine.raw_lookup(f"_mlir_ciface_{func_name}"):
                 raise FlexBackendError(f"JIT compilation of @{func_name} failed")
+
+    @staticmethod
+    def _shared_libs(pipeline_text, shared_libs):
+        """Adds the OpenMP runtime when the pipeline emits OpenMP code."""
+        from .pipelines import find_openmp_runtime, uses_openmp
+
+        libs = list(shared_libs)
+        if uses_openmp(pipeline_text) and not any("omp" in os.path.basename(l) for l in libs):
+            rt = find_openmp_runtime()
+            if rt is None:
+                raise FlexBackendError(
+                    "the pipeline uses OpenMP but no OpenMP runtime was found "
+                    "(install intel-openmp, set FLEX_OPENMP_LIB, or use backend 'tiled-1t')")
+            # Idle OpenMP threads would otherwise spin for 200 ms after each
+            # call, taking the cores from the caller.
+            os.environ.setdefault("KMP_BLOCKTIME", "0")
+            libs.append(rt)
+        return libs
 
     @staticmethod
     def _find_func(module, name):

@@ -12,6 +12,10 @@ BUFFERIZE = (
 TO_LLVM = ",".join(
     [
         "convert-linalg-to-loops",
+        # Memrefs of i1 (bool tensors) -> i8: finalize-memref-to-llvm asserts
+        # on loads/stores narrower than 8 bits. Before the arith lowering, as
+        # it adds arith.trunci/extui around the loads/stores.
+        "flex-widen-i1-memrefs",
         "expand-strided-metadata",
         "lower-affine",
         "convert-scf-to-cf",
@@ -49,14 +53,24 @@ PIPELINES = {
 # tile ops; ops flex-to-flash leaves (dynamic E/Ev) go to flex-to-loops after
 # bufferization. Temporaries are freed by ownership-based deallocation.
 # `tiled_pipeline(...)` builds variants (tile sizes, OpenMP threads).
+# `vectorize`: flex-to-flash's vector micro-kernels (else linalg tile ops
+# left to LLVM's auto-vectorizer). `openmp`: the forall becomes an OpenMP
+# parallel loop (needs an OpenMP runtime in the JIT's shared_libs, see
+# `find_openmp_runtime`); `num_threads` 0 lets the runtime decide
+# (OMP_NUM_THREADS, else all cores).
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
-                   openmp: bool = False) -> str:
+                   openmp: bool = False, vectorize: bool = True,
+                   num_threads: int = 0) -> str:
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
-             f"block-sparsity={int(block_sparsity)}}})")
-    forall = ("func.func(scf-forall-to-parallel),convert-scf-to-openmp,"
-              "func.func(flex-inline-alloca-scopes)"
+             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}}})")
+    forall = ("func.func(scf-forall-to-parallel),"
+              f"convert-scf-to-openmp{{num-threads={num_threads}}},"
+              "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"
               if openmp else "func.func(scf-forall-to-for)")
-    to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "")
+    # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers
+    # become plain (unaligned) vector loads/stores.
+    to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "").replace(
+        "convert-math-to-llvm,", "convert-vector-to-llvm,convert-math-to-llvm,")
     if openmp:
         to_llvm = to_llvm.replace("convert-cf-to-llvm,",
                                   "convert-cf-to-llvm,convert-openmp-to-llvm,")
@@ -70,6 +84,9 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
             "canonicalize",
             "func.func(buffer-deallocation-simplification)",
             "func.func(bufferization-lower-deallocations)",
+            # bufferization.clone left by deallocation (e.g. an input that is
+            # returned) -> memref.alloc + memref.copy.
+            "convert-bufferization-to-memref",
             "func.func(flex-to-loops)",
             # memref.copy of strided views would call the runtime library.
             "func.func(flex-copies-to-linalg)",
@@ -84,7 +101,36 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     ) + ")"
 
 
-PIPELINES["tiled"] = tiled_pipeline()
+PIPELINES["tiled-1t"] = tiled_pipeline()
+
+
+def find_openmp_runtime():
+    """Path of an OpenMP runtime with the __kmpc_* ABI that LLVM's OpenMP
+    lowering calls, or None: $FLEX_OPENMP_LIB, else the pip package
+    intel-openmp's libiomp5.so in this Python's prefix, else LLVM's
+    libomp.so.5 from the system."""
+    import os
+    import sys
+
+    env = os.environ.get("FLEX_OPENMP_LIB")
+    cands = [env] if env else []
+    for prefix in dict.fromkeys([sys.prefix, sys.base_prefix]):
+        cands.append(os.path.join(prefix, "lib", "libiomp5.so"))
+    cands += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/llvm-14/lib/libomp.so.5"]
+    for p in cands:
+        if p and os.path.exists(p):
+            return p
+    return None
+
+
+# "tiled" uses both cores through OpenMP when a runtime is installed (the
+# pinned intel-openmp wheel); "tiled-1t" is the same lowering on one thread.
+PIPELINES["tiled"] = (tiled_pipeline(openmp=True) if find_openmp_runtime()
+                      else PIPELINES["tiled-1t"])
+
+
+def uses_openmp(pipeline_text: str) -> bool:
+    return "convert-scf-to-openmp" in pipeline_text
 
 
 def get_pipeline(name: str) -> str:

@@ -1,10 +1,14 @@
-// RUN: flex-opt %s -split-input-file -flex-to-flash -canonicalize -cse | FileCheck %s
-// RUN: flex-opt %s -split-input-file -flex-to-flash="tile-m=16 tile-n=32 block-sparsity=false" -canonicalize -cse | FileCheck %s --check-prefix=NOSKIP
+// RUN: flex-opt %s -split-input-file -flex-to-flash="vectorize=false" -canonicalize -cse | FileCheck %s
+// RUN: flex-opt %s -split-input-file -flex-to-flash="tile-m=16 tile-n=32 block-sparsity=false vectorize=false" -canonicalize -cse | FileCheck %s --check-prefix=NOSKIP
+// RUN: flex-opt %s -split-input-file -flex-to-flash -canonicalize -cse | FileCheck %s --check-prefix=VEC
 
 // Causal mask: forall over (B, Hq, M-tiles), for over N-tiles carrying the
 // online-softmax state, analytic block classification, global indices.
 // CHECK-LABEL: func.func @causal
-// CHECK: %[[KT:.*]] = linalg.transpose ins(%{{.*}} : tensor<1x4x128x32xf32>) outs(%{{.*}} : tensor<1x4x32x128xf32>) permutation = [0, 1, 3, 2]
+// K^T, one transpose per (batch, kv head) in its own forall:
+// CHECK: %[[KT:.*]] = scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}}) -> (tensor<1x4x32x128xf32>)
+// CHECK: linalg.transpose ins(%{{.*}} : tensor<128x32xf32>) outs(%{{.*}} : tensor<32x128xf32>) permutation = [1, 0]
+// CHECK: tensor.parallel_insert_slice
 // (the unit batch loop is folded away by -canonicalize)
 // CHECK: scf.forall (%[[H:.*]], %[[MT:.*]]) in (4, 2) shared_outs(%[[O:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}})
 // CHECK: %[[M0:.*]] = arith.muli %[[MT]], %c64
@@ -57,6 +61,26 @@
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %[[L]][0, %[[H]], %[[M0]]] [1, 1, 64]
 // No tensor of size B*H*M*N:
 // CHECK-NOT: tensor<1x4x128x128xf32>
+// Vector micro-kernels (default): Q.K^T with 4 rows of S (vector<64xf32>)
+// in registers over E, per-row softmax with tree reductions, P.V with 4
+// rows of acc (vector<32xf32>) over Nt, corr folded into the accumulator.
+// VEC-LABEL: func.func @causal
+// VEC: scf.for %[[MB:.*]] = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.transfer_read {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<64xf32>
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}} : vector<64xf32>, tensor<64x64xf32>
+// VEC: linalg.generic
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+// VEC: vector.extract_strided_slice {{.*}} : vector<64xf32> to vector<32xf32>
+// VEC: math.floor {{.*}} : vector<64xf32>
+// VEC: tensor.insert
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x32xf32>)
+// VEC: arith.mulf {{.*}} : vector<32xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
+// VEC: vector.fma {{.*}} : vector<32xf32>
+// VEC: scf.forall.in_parallel
+// VEC-NOT: tensor<1x4x128x128xf32>
 // NOSKIP-LABEL: func.func @causal
 // NOSKIP: scf.forall {{.*}} in (4, 8)
 // NOSKIP: scf.for {{.*}} -> (tensor<16xf32>, tensor<16xf32>, tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>)
@@ -192,4 +216,26 @@ func.func @dynamic_e(%q: tensor<1x2x8x?xf32>, %k: tensor<1x2x8x?xf32>, %v: tenso
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x8x?xf32>, tensor<1x2x8x?xf32>, tensor<1x2x8x4xf32>)
       outs(%o : tensor<1x2x8x4xf32>) scale(0.25) -> tensor<1x2x8x4xf32>
   return %r : tensor<1x2x8x4xf32>
+}
+
+// -----
+
+// Soft-capping: math.tanh in the score_mod becomes a polynomial (plain
+// arithmetic that LLVM vectorizes) instead of a scalar tanhf call.
+// VEC-LABEL: func.func @softcap
+// VEC-NOT: math.tanh
+// VEC: scf.forall.in_parallel
+func.func @softcap(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: tensor<1x2x64x16xf32>) -> tensor<1x2x64x16xf32> {
+  %o = tensor.empty() : tensor<1x2x64x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>)
+      outs(%o : tensor<1x2x64x16xf32>) scale(0.25)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+        %c = arith.constant 2.000000e+01 : f32
+        %d = arith.divf %s, %c : f32
+        %t = math.tanh %d : f32
+        %x = arith.mulf %t, %c : f32
+        flex.yield %x : f32
+      } -> tensor<1x2x64x16xf32>
+  return %r : tensor<1x2x64x16xf32>
 }

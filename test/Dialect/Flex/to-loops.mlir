@@ -48,7 +48,10 @@
 // CHECK:   %[[S2:.+]] = arith.select %[[KEEP]], %[[S1]], %[[NI2]] : f32
 // Online softmax: running max by compare/select, -inf guard.
 // CHECK:   %[[GT:.+]] = arith.cmpf ugt, %[[S2]], %[[MX]] : f32
-// CHECK:   %[[MN:.+]] = arith.select %[[GT]], %[[S2]], %[[MX]] : f32
+// CHECK:   %[[MN0:.+]] = arith.select %[[GT]], %[[S2]], %[[MX]] : f32
+// A NaN running max is kept (a later -inf must not replace it).
+// CHECK:   %[[ISNAN:.+]] = arith.cmpf uno, %[[MX]], %[[MX]] : f32
+// CHECK:   %[[MN:.+]] = arith.select %[[ISNAN]], %[[MX]], %[[MN0]] : f32
 // CHECK:   %[[ALLM:.+]] = arith.cmpf oeq, %[[MN]], %[[NEGINF]] : f32
 // CHECK:   %[[D:.+]] = arith.subf %[[MX]], %[[MN]] : f32
 // CHECK:   %[[CE:.+]] = math.exp %[[D]] : f32

@@ -182,14 +182,39 @@ def test_int_inputs():
         fn(*qkv(), keep, doc.long())
 
 
+class BoolPad(torch.nn.Module):
+    """A bool input read directly by mask_mod (`pad[kv_idx]`), plus a bool
+    output computed from it."""
+
+    def forward(self, q, k, v, pad):
+        def mask(b, h, m, n):
+            return pad[n]
+
+        bm = create_block_mask(mask, None, None, q.shape[2], k.shape[2], device="cpu")
+        return flex_attention(q, k, v, block_mask=bm), ~pad
+
+
 @needs_materialize
-def test_bool_input_is_a_clear_error():
-    # i1 memrefs are rejected by jit.py (MLIR 22.1.8's finalize-memref-to-llvm
-    # asserts on them): a clear error, not a crash.
-    with pytest.raises(FlexCompileError, match="narrower than 8 bits") as ei:
-        torch_mlir_flex.compile(KeyPad(), (*qkv(), torch.ones(32, dtype=torch.bool),
-                                           torch.zeros(32, dtype=torch.int32)))
-    assert ei.value.stage == "lower"
+@pytest.mark.parametrize("backend", sorted(PIPELINES))
+def test_bool_inputs_and_outputs(backend):
+    # Memrefs of i1 are widened to i8 (flex-widen-i1-memrefs) before
+    # finalize-memref-to-llvm, which asserts on sub-byte loads/stores.
+    fn = torch_mlir_flex.compile(BoolPad(), (*qkv(), torch.ones(32, dtype=torch.bool)),
+                                 backend=backend)
+    for pad in (torch.arange(32) < 20, (torch.arange(32) % 3) != 1):
+        args = (*qkv(), pad)
+        out, inv = fn(*args)
+        want_out, want_inv = BoolPad()(*args)
+        assert inv.dtype == torch.bool
+        assert torch.equal(inv, want_inv)
+        torch.testing.assert_close(out, want_out, rtol=1e-3, atol=1e-5)
+    # KeyPad with a bool `keep` (`keep[n] != 0` on bool).
+    fn = torch_mlir_flex.compile(KeyPad(), (*qkv(), torch.ones(32, dtype=torch.bool),
+                                            torch.zeros(32, dtype=torch.int32)), backend=backend)
+    args = (*qkv(), torch.arange(32) < 20, (torch.arange(32) >= 10).to(torch.int32))
+    torch.testing.assert_close(fn(*args), KeyPad()(*args), rtol=1e-3, atol=1e-5)
+    with pytest.raises(FlexCompileError, match=r"expected dtype torch.bool, got torch.uint8"):
+        fn(*args[:3], args[3].to(torch.uint8), args[4])
 
 
 @needs_materialize

@@ -278,6 +278,17 @@ LogicalResult AttentionOp::verifyRegions() {
   return success();
 }
 
+Value mlir::flex::inlineModifier(OpBuilder &b, Region &region,
+                                 ValueRange args) {
+  IRMapping map;
+  Block &block = region.front();
+  map.map(block.getArguments(), args);
+  for (Operation &op : block.without_terminator())
+    b.clone(op, map);
+  return map.lookupOrDefault(
+      cast<YieldOp>(block.getTerminator()).getValues()[0]);
+}
+
 Value AttentionOp::emitModifiedScore(OpBuilder &b, Location loc,
                                      Value rawScore, ValueRange localIdx,
                                      Value kvIdx) {
@@ -286,14 +297,8 @@ Value AttentionOp::emitModifiedScore(OpBuilder &b, Location loc,
     for (auto [g, off] : llvm::zip_equal(global, getOffsets()))
       g = arith::AddIOp::create(b, loc, g, off);
 
-  auto inlineRegion = [&](Region &region, ValueRange args) -> Value {
-    IRMapping map;
-    Block &block = region.front();
-    map.map(block.getArguments(), args);
-    for (Operation &op : block.without_terminator())
-      b.clone(op, map);
-    return map.lookupOrDefault(
-        cast<YieldOp>(block.getTerminator()).getValues()[0]);
+  auto inlineRegion = [&](Region &region, ValueRange args) {
+    return inlineModifier(b, region, args);
   };
 
   Value score = rawScore;

@@ -317,6 +317,10 @@ LogicalResult AttentionOp::generateScalarImplementation(OpBuilder &b,
         Value gt =
             arith::CmpFOp::create(nb, l, arith::CmpFPredicate::UGT, s, mx);
         Value mn = arith::SelectOp::create(nb, l, gt, s, mx);
+        // A NaN running max stays NaN (`ugt` would let a later -inf win).
+        Value mxIsNaN =
+            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::UNO, mx, mx);
+        mn = arith::SelectOp::create(nb, l, mxIsNaN, mx, mn);
         // While every score so far is -inf keep the state (no NaN).
         Value allMasked =
             arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, mn, negInf);

@@ -23,11 +23,25 @@
 //
 // Nothing of size B*H*M*N is allocated.
 //
+// With `vectorize` (default) and rows that fit in registers (Nt, Ev <= 128),
+// Q.K^T, the softmax update and P.V are vector-dialect micro-kernels on the
+// tensors instead of linalg.generic: R rows of S (or acc) are 1-D
+// vector<Nt (Ev) x f32> values carried in registers over the E (Nt)
+// reduction loop, one broadcast-FMA per row and step (vector.fma with a
+// row of K^T / V loaded once for the R rows); the softmax works row by row
+// with halving (tree) reductions for max and sum, the vector polynomial
+// exp, and acc * corr folded into the P.V accumulator's initial value.
+// The scale / score_mod / mask_mod tile op stays a linalg.generic (any
+// region), which LLVM vectorizes; math.tanh in it becomes a polynomial.
+//
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
@@ -268,9 +282,23 @@ static bool isAnalyzableMaskStrict(Region &region) {
 // below FLT_MIN); NaN propagates. Only used for x = s - max <= 0.
 //===----------------------------------------------------------------------===//
 static Value emitExpNonPositive(OpBuilder &b, Location loc, Value x) {
-  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  // x: f32 or vector<..xf32>; constants are splat to its shape.
+  Type f32 = x.getType(), i32 = b.getI32Type();
+  auto vt = dyn_cast<VectorType>(f32);
+  if (vt)
+    i32 = VectorType::get(vt.getShape(), i32);
+  auto splat = [&](Value s, Type ty) -> Value {
+    if (!isa<VectorType>(ty))
+      return s;
+    return vector::BroadcastOp::create(b, loc, ty, s).getResult();
+  };
   auto c = [&](double v) {
-    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)).getResult();
+    return splat(
+        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v)).getResult(),
+        f32);
+  };
+  auto ci = [&](int64_t v) {
+    return splat(arith::ConstantIntOp::create(b, loc, v, 32).getResult(), i32);
   };
   Value lo = c(-87.33654);
   Value under = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, lo);
@@ -299,13 +327,34 @@ static Value emitExpNonPositive(OpBuilder &b, Location loc, Value x) {
   p = arith::AddFOp::create(b, loc, p, c(1.0));
   Value ki = arith::FPToSIOp::create(b, loc, i32, kf);
   Value bits = arith::ShLIOp::create(
-      b, loc,
-      arith::AddIOp::create(b, loc, ki,
-                            arith::ConstantIntOp::create(b, loc, 127, 32)),
-      arith::ConstantIntOp::create(b, loc, 23, 32));
+      b, loc, arith::AddIOp::create(b, loc, ki, ci(127)), ci(23));
   Value scale = arith::BitcastOp::create(b, loc, f32, bits);
   Value e = arith::MulFOp::create(b, loc, p, scale);
   return arith::SelectOp::create(b, loc, under, c(0.0), e);
+}
+
+/// Reduces a 1-D vector to a scalar with `comb` (applied to vectors and
+/// scalars alike) by halving: log2(n) vector steps instead of a serial
+/// chain (LLVM keeps strict FP order for a scalar add loop).
+static Value treeReduce(OpBuilder &b, Location loc, Value v,
+                        function_ref<Value(Value, Value)> comb) {
+  int64_t n = cast<VectorType>(v.getType()).getNumElements();
+  Value extra;
+  while (n > 1) {
+    if (n % 2) {
+      Value last = vector::ExtractOp::create(b, loc, v, n - 1);
+      extra = extra ? comb(extra, last) : last;
+      v = vector::ExtractStridedSliceOp::create(b, loc, v, {0}, {n - 1}, {1});
+      --n;
+    }
+    int64_t h = n / 2;
+    Value lo = vector::ExtractStridedSliceOp::create(b, loc, v, {0}, {h}, {1});
+    Value hi = vector::ExtractStridedSliceOp::create(b, loc, v, {h}, {h}, {1});
+    v = comb(lo, hi);
+    n = h;
+  }
+  Value r = vector::ExtractOp::create(b, loc, v, 0);
+  return extra ? comb(r, extra) : r;
 }
 
 //===----------------------------------------------------------------------===//
@@ -314,7 +363,8 @@ static Value emitExpNonPositive(OpBuilder &b, Location loc, Value x) {
 
 struct FlashOptions {
   int64_t tileM = 0, tileN = 0;
-  bool blockSparsity = true, denseClassify = true, fastExp = true;
+  bool blockSparsity = true, denseClassify = true, fastExp = true,
+       vectorize = true;
 };
 
 class FlashLowering {
@@ -325,6 +375,8 @@ public:
   /// Returns failure() with a diagnostic on malformed input, success() and
   /// `lowered = false` when the op is left for flex-to-loops.
   LogicalResult run(bool &lowered);
+  /// The loop nest built by run() (when lowered).
+  scf::ForallOp forallOp;
 
 private:
   AttentionOp op;
@@ -374,13 +426,7 @@ Value FlashLowering::pad(Value src, int64_t d, Value padded, Type padTy) {
 
 Value FlashLowering::inlineRegion(OpBuilder &nb, Region &region,
                                   ValueRange args) {
-  IRMapping map;
-  Block &block = region.front();
-  map.map(block.getArguments(), args);
-  for (Operation &o : block.without_terminator())
-    nb.clone(o, map);
-  return map.lookupOrDefault(
-      cast<YieldOp>(block.getTerminator()).getValues()[0]);
+  return inlineModifier(nb, region, args);
 }
 
 /// s: tensor<Mt x Nt x f32> holding q.k; returns the scaled, modified,
@@ -504,8 +550,14 @@ LogicalResult FlashLowering::run(bool &lowered) {
     kP = pad(kP, 2, Np, RankedTensorType::get(kPShape, elt));
     vP = pad(vP, 2, Np, RankedTensorType::get(vPShape, elt));
   }
-  // K^T: [Bkv, Hkv, E, Np].
-  {
+  // K^T: [Bkv, Hkv, E, Np], except for the vector kernel of few query rows
+  // (decode), which takes dot products with rows of K as they are (the
+  // transpose would cost as much as the attention).
+  bool vec = opts.vectorize && Nt <= 128 && Ev <= 128;
+  bool kRows = vec && Mt <= 2 && E <= 128;
+  if (kRows) {
+    kT = kP;
+  } else {
     SmallVector<int64_t> ktShape = {kPShape[0], kPShape[1], E, kPShape[2]};
     SmallVector<Value> dyn;
     if (ShapedType::isDynamic(ktShape[0]))
@@ -515,9 +567,42 @@ LogicalResult FlashLowering::run(bool &lowered) {
     if (ShapedType::isDynamic(ktShape[3]))
       dyn.push_back(Np);
     Value init = tensor::EmptyOp::create(b, loc, ktShape, elt, dyn);
-    kT = linalg::TransposeOp::create(b, loc, kP, init,
-                                     ArrayRef<int64_t>{0, 1, 3, 2})
-             .getResult()[0];
+    // One transpose per (batch, kv head) in an scf.forall, so that it runs
+    // in parallel with the attention loop nest when that is parallel.
+    auto ofr = [&](int64_t d) -> OpFoldResult {
+      if (d == 2)
+        return getAsOpFoldResult(Np);
+      if (ShapedType::isDynamic(kPShape[d]))
+        return OpFoldResult(dim(kP, d));
+      return b.getIndexAttr(kPShape[d]);
+    };
+    OpFoldResult one1 = b.getIndexAttr(1), zero1 = b.getIndexAttr(0);
+    OpFoldResult eA = b.getIndexAttr(E), npA = ofr(2);
+    auto tf = scf::ForallOp::create(b, loc, ArrayRef<OpFoldResult>{ofr(0), ofr(1)},
+                                    ValueRange{init}, std::nullopt);
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(tf.getTerminator());
+      Value tb = tf.getInductionVars()[0], th = tf.getInductionVars()[1];
+      int64_t npS = kPShape[2];
+      SmallVector<OpFoldResult> unit(4, one1);
+      Value src = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({npS, E}, elt), kP,
+          {tb, th, zero1, zero1}, {one1, one1, npA, eA}, unit);
+      Value dst = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({E, npS}, elt),
+          tf.getRegionIterArgs()[0], {tb, th, zero1, zero1},
+          {one1, one1, eA, npA}, unit);
+      Value t = linalg::TransposeOp::create(b, loc, src, dst,
+                                            ArrayRef<int64_t>{1, 0})
+                    .getResult()[0];
+      b.setInsertionPointToEnd(tf.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(
+          b, loc, t, tf.getRegionIterArgs()[0],
+          ArrayRef<OpFoldResult>{tb, th, zero1, zero1},
+          ArrayRef<OpFoldResult>{one1, one1, eA, npA}, unit);
+    }
+    kT = tf.getResult(0);
   }
   BkvDim = kTy.isDynamicDim(0) ? dim(op.getKey(), 0) : Value();
 
@@ -601,6 +686,184 @@ LogicalResult FlashLowering::run(bool &lowered) {
     Value ni = arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(negInfF));
     return arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, x, ni)
         .getResult();
+  };
+
+  // Vector micro-kernels (vector dialect on tensors, bufferized with the
+  // rest): rows of a tile are 1-D vectors of Nt (Ev) f32, R rows at a time
+  // kept in registers over the reduction loop. Used when the rows fit in a
+  // few registers; otherwise the linalg.generic tile ops below.
+  auto rowsPerStep = [&](int64_t width) -> int64_t {
+    int64_t regs = llvm::divideCeil(width, 16); // 512-bit registers per row
+    for (int64_t r : {4, 2})
+      if (Mt % r == 0 && r * regs <= 16)
+        return r;
+    return 1;
+  };
+  auto vecF32 = [&](int64_t n) { return VectorType::get({n}, f32); };
+  auto readRow = [&](OpBuilder &nb, Location l, Value t, Value i, Value j,
+                     int64_t n) -> Value {
+    Type et = cast<RankedTensorType>(t.getType()).getElementType();
+    Value pad = arith::ConstantOp::create(nb, l, nb.getZeroAttr(et));
+    Value v = vector::TransferReadOp::create(
+        nb, l, VectorType::get({n}, et), t, ValueRange{i, j}, pad,
+        ArrayRef<bool>{true});
+    if (et != f32)
+      v = arith::ExtFOp::create(nb, l, vecF32(n), v);
+    return v;
+  };
+  auto writeRow = [&](OpBuilder &nb, Location l, Value v, Value t, Value i,
+                      Value j) -> Value {
+    return vector::TransferWriteOp::create(nb, l, v, t, ValueRange{i, j},
+                                           ArrayRef<bool>{true})
+        .getResult();
+  };
+  auto bcast = [&](OpBuilder &nb, Location l, Value x, int64_t n) -> Value {
+    return vector::BroadcastOp::create(nb, l, vecF32(n), x);
+  };
+  auto rowIdx = [&](OpBuilder &nb, Location l, Value mb, int64_t r) -> Value {
+    if (r == 0)
+      return mb;
+    return arith::AddIOp::create(
+        nb, l, mb, arith::ConstantIndexOp::create(nb, l, r));
+  };
+  // S[m, :] = sum_e Q[m, e] * KT[e, :], R rows per step.
+  auto emitQKVec = [&](Value qT, Value kTl, Value sInit) -> Value {
+    int64_t R = rowsPerStep(Nt);
+    Value c0 = cIdx(0), c1 = cIdx(1);
+    Value zeroV = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(vecF32(Nt), b.getF32FloatAttr(0.0)));
+    auto mLoop = scf::ForOp::create(
+        b, loc, c0, cIdx(Mt), cIdx(R), ValueRange{sInit},
+        [&](OpBuilder &nb, Location l, Value mb, ValueRange iter) {
+          SmallVector<Value> init(R, zeroV);
+          auto eLoop = scf::ForOp::create(
+              nb, l, c0, cIdx(E), c1, init,
+              [&](OpBuilder &eb, Location l2, Value e, ValueRange accs) {
+                Value kv = readRow(eb, l2, kTl, e, c0, Nt);
+                SmallVector<Value> outs;
+                for (int64_t r = 0; r < R; ++r) {
+                  Value qv = tensor::ExtractOp::create(
+                      eb, l2, qT, ValueRange{rowIdx(eb, l2, mb, r), e});
+                  Value bq = bcast(eb, l2, toF32(eb, l2, qv), Nt);
+                  outs.push_back(
+                      vector::FMAOp::create(eb, l2, bq, kv, accs[r]));
+                }
+                scf::YieldOp::create(eb, l2, outs);
+              });
+          Value sv = iter[0];
+          for (int64_t r = 0; r < R; ++r)
+            sv = writeRow(nb, l, eLoop.getResult(r), sv, rowIdx(nb, l, mb, r),
+                          c0);
+          scf::YieldOp::create(nb, l, sv);
+        });
+    return mLoop.getResult(0);
+  };
+  // Few query rows: S[m, n] = sum(Q[m, :] * K[n, :]) (tree sum), K as is.
+  auto emitQKRows = [&](Value qT, Value kTl, Value sInit) -> Value {
+    Value c0 = cIdx(0), c1 = cIdx(1);
+    SmallVector<Value> qRows;
+    for (int64_t r = 0; r < Mt; ++r)
+      qRows.push_back(readRow(b, loc, qT, cIdx(r), c0, E));
+    auto nLp = scf::ForOp::create(
+        b, loc, c0, cIdx(Nt), c1, ValueRange{sInit},
+        [&](OpBuilder &nb, Location l, Value n, ValueRange iter) {
+          Value kv = readRow(nb, l, kTl, n, c0, E);
+          Value sv = iter[0];
+          for (int64_t r = 0; r < Mt; ++r) {
+            Value prod = arith::MulFOp::create(nb, l, qRows[r], kv);
+            Value d = treeReduce(nb, l, prod, [&](Value x, Value y) -> Value {
+              return arith::AddFOp::create(nb, l, x, y);
+            });
+            sv = tensor::InsertOp::create(
+                nb, l, d, sv,
+                ValueRange{arith::ConstantIndexOp::create(nb, l, r), n});
+          }
+          scf::YieldOp::create(nb, l, sv);
+        });
+    return nLp.getResult(0);
+  };
+  // Per row: bm = max S; mn = max(mx, bm); corr = exp(mx - mn) (1 while all
+  // -inf); P = exp(S - mn) (0 while all -inf); l = l * corr + sum P.
+  // Returns {P, mn, l, corr}.
+  auto emitSoftmaxVec = [&](Value sT, Value mxT, Value lT,
+                            Value corrT) -> SmallVector<Value> {
+    Value c0 = cIdx(0), c1 = cIdx(1);
+    auto loop = scf::ForOp::create(
+        b, loc, c0, cIdx(Mt), c1, ValueRange{sT, mxT, lT, corrT},
+        [&](OpBuilder &nb, Location l, Value m, ValueRange it) {
+          Value row = readRow(nb, l, it[0], m, c0, Nt);
+          auto maxC = [&](Value x, Value y) -> Value {
+            Value gt = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::UGT,
+                                             x, y);
+            return arith::SelectOp::create(nb, l, gt, x, y);
+          };
+          auto addC = [&](Value x, Value y) -> Value {
+            return arith::AddFOp::create(nb, l, x, y);
+          };
+          Value bmv = treeReduce(nb, l, row, maxC);
+          Value mold = tensor::ExtractOp::create(nb, l, it[1], ValueRange{m});
+          Value lold = tensor::ExtractOp::create(nb, l, it[2], ValueRange{m});
+          Value mn = maxC(bmv, mold);
+          Value allMasked = isNegInf(nb, l, mn);
+          Value diff = arith::SubFOp::create(nb, l, mold, mn);
+          Value corr = opts.fastExp
+                           ? emitExpNonPositive(nb, l, diff)
+                           : math::ExpOp::create(nb, l, diff).getResult();
+          Value oneF = arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(1));
+          corr = arith::SelectOp::create(nb, l, allMasked, oneF, corr);
+          Value d = arith::SubFOp::create(nb, l, row, bcast(nb, l, mn, Nt));
+          Value pv = opts.fastExp ? emitExpNonPositive(nb, l, d)
+                                  : math::ExpOp::create(nb, l, d).getResult();
+          Value zeroV = arith::ConstantOp::create(
+              nb, l,
+              DenseElementsAttr::get(vecF32(Nt), nb.getF32FloatAttr(0.0)));
+          pv = arith::SelectOp::create(nb, l, allMasked, zeroV, pv);
+          Value lnew = arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, lold, corr),
+              treeReduce(nb, l, pv, addC));
+          Value pT = writeRow(nb, l, pv, it[0], m, c0);
+          Value mxN = tensor::InsertOp::create(nb, l, mn, it[1], ValueRange{m});
+          Value lN = tensor::InsertOp::create(nb, l, lnew, it[2], ValueRange{m});
+          Value cN = tensor::InsertOp::create(nb, l, corr, it[3], ValueRange{m});
+          scf::YieldOp::create(nb, l, ValueRange{pT, mxN, lN, cN});
+        });
+    return {loop.getResult(0), loop.getResult(1), loop.getResult(2),
+            loop.getResult(3)};
+  };
+  // acc[m, :] = acc[m, :] * corr[m] + sum_n P[m, n] * V[n, :].
+  auto emitPVVec = [&](Value pT, Value vTl, Value accT, Value corrT) -> Value {
+    int64_t R = rowsPerStep(Ev);
+    Value c0 = cIdx(0), c1 = cIdx(1);
+    auto mLoop = scf::ForOp::create(
+        b, loc, c0, cIdx(Mt), cIdx(R), ValueRange{accT},
+        [&](OpBuilder &nb, Location l, Value mb, ValueRange iter) {
+          SmallVector<Value> init;
+          for (int64_t r = 0; r < R; ++r) {
+            Value row = rowIdx(nb, l, mb, r);
+            Value a0 = readRow(nb, l, iter[0], row, c0, Ev);
+            Value cr = tensor::ExtractOp::create(nb, l, corrT, ValueRange{row});
+            init.push_back(arith::MulFOp::create(nb, l, a0, bcast(nb, l, cr, Ev)));
+          }
+          auto nLp = scf::ForOp::create(
+              nb, l, c0, cIdx(Nt), c1, init,
+              [&](OpBuilder &eb, Location l2, Value n, ValueRange accs) {
+                Value vv = readRow(eb, l2, vTl, n, c0, Ev);
+                SmallVector<Value> outs;
+                for (int64_t r = 0; r < R; ++r) {
+                  Value pvs = tensor::ExtractOp::create(
+                      eb, l2, pT, ValueRange{rowIdx(eb, l2, mb, r), n});
+                  outs.push_back(vector::FMAOp::create(
+                      eb, l2, bcast(eb, l2, pvs, Ev), vv, accs[r]));
+                }
+                scf::YieldOp::create(eb, l2, outs);
+              });
+          Value av = iter[0];
+          for (int64_t r = 0; r < R; ++r)
+            av = writeRow(nb, l, nLp.getResult(r), av, rowIdx(nb, l, mb, r),
+                          c0);
+          scf::YieldOp::create(nb, l, av);
+        });
+    return mLoop.getResult(0);
   };
 
   // Block classification region args: (b, h, q_idx, kv_idx) ranges.
@@ -707,29 +970,42 @@ LogicalResult FlashLowering::run(bool &lowered) {
 
     // The block's computation, at the current insertion point.
     auto computeBlock = [&]() -> SmallVector<Value> {
-      Value kTile = tensor::ExtractSliceOp::create(
-          b, loc, RankedTensorType::get({E, Nt}, elt), kT,
-          {o(kb), o(kh), a(0), o(n0)}, {a(1), a(1), a(E), a(Nt)}, unit4);
+      Value kTile =
+          kRows ? tensor::ExtractSliceOp::create(
+                      b, loc, RankedTensorType::get({Nt, E}, elt), kT,
+                      {o(kb), o(kh), o(n0), a(0)}, {a(1), a(1), a(Nt), a(E)},
+                      unit4)
+                : tensor::ExtractSliceOp::create(
+                      b, loc, RankedTensorType::get({E, Nt}, elt), kT,
+                      {o(kb), o(kh), a(0), o(n0)}, {a(1), a(1), a(E), a(Nt)},
+                      unit4);
       Value vTile = tensor::ExtractSliceOp::create(
           b, loc, RankedTensorType::get({Nt, Ev}, elt), vP,
           {o(kb), o(kh), o(n0), a(0)}, {a(1), a(1), a(Nt), a(Ev)}, unit4);
       // S[m, n] = sum_e Q[m, e] * KT[e, n]; loops (m, e, n).
-      Value s0 = fill(st[3], 0.0);
-      Value s = linalg::GenericOp::create(
-                    b, loc, TypeRange{s0.getType()}, ValueRange{qTile, kTile},
-                    ValueRange{s0},
-                    ArrayRef<AffineMap>{AffineMap::get(3, 0, {d0, d1}, ctx),
-                                        AffineMap::get(3, 0, {d1, d2}, ctx),
-                                        AffineMap::get(3, 0, {d0, d2}, ctx)},
-                    ArrayRef<IteratorType>{kPar, kRed, kPar},
-                    [&](OpBuilder &nb, Location l, ValueRange args) {
-                      Value p = arith::MulFOp::create(
-                          nb, l, toF32(nb, l, args[0]), toF32(nb, l, args[1]),
-                          fm);
-                      Value r = arith::AddFOp::create(nb, l, args[2], p, fm);
-                      linalg::YieldOp::create(nb, l, r);
-                    })
-                    .getResult(0);
+      Value s;
+      if (kRows) {
+        s = emitQKRows(qTile, kTile, st[3]);
+      } else if (vec) {
+        s = emitQKVec(qTile, kTile, st[3]);
+      } else {
+        Value s0 = fill(st[3], 0.0);
+        s = linalg::GenericOp::create(
+                      b, loc, TypeRange{s0.getType()}, ValueRange{qTile, kTile},
+                      ValueRange{s0},
+                      ArrayRef<AffineMap>{AffineMap::get(3, 0, {d0, d1}, ctx),
+                                          AffineMap::get(3, 0, {d1, d2}, ctx),
+                                          AffineMap::get(3, 0, {d0, d2}, ctx)},
+                      ArrayRef<IteratorType>{kPar, kRed, kPar},
+                      [&](OpBuilder &nb, Location l, ValueRange args) {
+                        Value p = arith::MulFOp::create(
+                            nb, l, toF32(nb, l, args[0]), toF32(nb, l, args[1]),
+                            fm);
+                        Value r = arith::AddFOp::create(nb, l, args[2], p, fm);
+                        linalg::YieldOp::create(nb, l, r);
+                      })
+                      .getResult(0);
+      }
       // Scale, score_mod, mask.
       if (!op.hasMaskMod() || !(analytic || dense)) {
         s = emitScores(s, m0, n0, gB, gH, /*withMask=*/true);
@@ -746,6 +1022,11 @@ LogicalResult FlashLowering::run(bool &lowered) {
           scf::YieldOp::create(b, loc, r);
         }
         s = ifFull.getResult(0);
+      }
+      if (vec) {
+        SmallVector<Value> sm = emitSoftmaxVec(s, st[0], st[1], st[5]);
+        Value accV = emitPVVec(sm[0], vTile, st[2], sm[3]);
+        return {sm[1], sm[2], accV, sm[0], st[4], sm[3]};
       }
       // bm[m] = max_n S[m, n]  (compare+select; `ugt` keeps NaN).
       Value bm0 = fill(st[4], negInfF);
@@ -974,6 +1255,7 @@ LogicalResult FlashLowering::run(bool &lowered) {
   if (results.size() != op->getNumResults())
     return op.emitOpError("flex-to-flash: unexpected number of results");
   b.replaceOp(op, results);
+  forallOp = forall;
   lowered = true;
   return success();
 }
@@ -985,13 +1267,25 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
       getOperation().emitError("flex-to-flash: tile sizes must be >= 0");
       return signalPassFailure();
     }
-    FlashOptions opts{tileM, tileN, blockSparsity, denseClassify, fastExp};
+    FlashOptions opts{tileM, tileN, blockSparsity, denseClassify, fastExp,
+                      vectorize};
     SmallVector<AttentionOp> ops;
+    SmallVector<Operation *> tanhOps;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
     for (AttentionOp op : ops) {
       bool lowered = false;
       FlashLowering lowering(op, opts);
       if (failed(lowering.run(lowered)))
+        return signalPassFailure();
+      if (lowered && fastExp)
+        lowering.forallOp.walk([&](math::TanhOp t) { tanhOps.push_back(t); });
+    }
+    // tanh (e.g. soft-capping score_mods) as a rational approximation in
+    // plain arithmetic, which LLVM vectorizes (tanhf is a scalar libcall).
+    if (!tanhOps.empty()) {
+      RewritePatternSet patterns(&getContext());
+      populatePolynomialApproximateTanhPattern(patterns);
+      if (failed(applyOpPatternsGreedily(tanhOps, std::move(patterns))))
         return signalPassFailure();
     }
   }

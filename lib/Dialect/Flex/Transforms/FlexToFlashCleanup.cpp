@@ -6,11 +6,13 @@
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::flex {
 #define GEN_PASS_DEF_FLEXCOPIESTOLINALG
 #define GEN_PASS_DEF_FLEXINLINEALLOCASCOPES
+#define GEN_PASS_DEF_FLEXOMPDYNAMICSCHEDULE
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h.inc"
 } // namespace mlir::flex
 
@@ -61,6 +63,18 @@ struct FlexInlineAllocaScopesPass
       rewriter.replaceOp(scope, results);
       rewriter.eraseOp(ret);
     }
+  }
+};
+
+struct FlexOmpDynamicSchedulePass
+    : public flex::impl::FlexOmpDynamicScheduleBase<
+          FlexOmpDynamicSchedulePass> {
+  void runOnOperation() override {
+    getOperation().walk([&](omp::WsloopOp loop) {
+      if (!loop.getScheduleKindAttr())
+        loop.setScheduleKindAttr(omp::ClauseScheduleKindAttr::get(
+            &getContext(), omp::ClauseScheduleKind::Dynamic));
+    });
   }
 };
 } // namespace

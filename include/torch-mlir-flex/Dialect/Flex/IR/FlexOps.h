@@ -15,4 +15,10 @@
 #define GET_OP_CLASSES
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h.inc"
 
+namespace mlir::flex {
+/// Clones the body of a score_mod/mask_mod region at `b`'s insertion point
+/// with its block arguments bound to `args`; returns the yielded value.
+Value inlineModifier(OpBuilder &b, Region &region, ValueRange args);
+} // namespace mlir::flex
+
 #endif

@@ -48,6 +48,12 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
 
     Ops it cannot handle (dynamic E/Ev, memref operands) are left for
     flex-to-loops after bufferization, with a remark.
+
+    With `vectorize` (default), when Nt and Ev are at most 128, Q·Kᵀ, the
+    softmax update and P·V are vector-dialect micro-kernels instead
+    (register-blocked broadcast-FMA over rows of 1-D vectors; needs
+    convert-vector-to-llvm later). math.tanh inside the scores is replaced
+    by a polynomial approximation (with `fast-exp`).
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
@@ -59,13 +65,17 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     Option<"denseClassify", "dense-classify", "bool", /*default=*/"true",
            "Classify blocks of non-analyzable masks with a dense pre-pass">,
     Option<"fastExp", "fast-exp", "bool", /*default=*/"true",
-           "Softmax exp as inline polynomial (vectorizable) instead of math.exp">
+           "Softmax exp as inline polynomial (vectorizable) instead of math.exp">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Q.K^T, softmax and P.V tile ops as vector-dialect micro-kernels "
+           "(rows of the tile in registers) instead of linalg.generic">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
-                           "::mlir::tensor::TensorDialect"];
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
@@ -112,6 +122,40 @@ def FlexInlineAllocaScopes : Pass<"flex-inline-alloca-scopes", "func::FuncOp"> {
     nested scf loops then breaks convert-scf-to-cf. Scopes with no
     memref.alloca (the tiled pipeline allocates on the heap) are inlined.
   }];
+}
+
+def FlexOmpDynamicSchedule : Pass<"flex-omp-dynamic-schedule", "func::FuncOp"> {
+  let summary = "Give omp.wsloop ops without a schedule schedule(dynamic)";
+  let description = [{
+    convert-scf-to-openmp emits worksharing loops with the runtime's default
+    (static) schedule: on a loaded machine, or with uneven iterations
+    (causal attention tiles), one slow thread then holds up the region.
+    With schedule(dynamic) idle threads take the remaining iterations.
+  }];
+  let dependentDialects = ["::mlir::omp::OpenMPDialect"];
+}
+
+def FlexWidenI1Memrefs : Pass<"flex-widen-i1-memrefs", "ModuleOp"> {
+  let summary = "Store memrefs of i1 as memrefs of i8";
+  let description = [{
+    MLIR's finalize-memref-to-llvm cannot load/store element types narrower
+    than 8 bits; bool tensors bufferize to memrefs of i1. Runs after
+    bufferization: every memref of i1 (function signatures, calls, views,
+    allocations, control flow, globals) becomes a memref of i8; loads are
+    followed by arith.trunci to i1, stores preceded by arith.extui; i1
+    globals get an i8 initial value; linalg payloads on such memrefs get i8
+    block arguments; leftover bufferization.to_tensor/to_buffer get a
+    tensor-level trunci/extui. Any other op on a memref of i1 is an error
+    (nothing is rewritten then).
+
+    ```mlir
+    %x = memref.load %m[%i] : memref<4xi1>
+    ==>
+    %w = memref.load %m[%i] : memref<4xi8>
+    %x = arith.trunci %w : i8 to i1
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
 #endif

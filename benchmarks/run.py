@@ -245,24 +245,27 @@ def write_results(rows, path_md, meta):
 
 
 def plot(rows, path_png):
+    """Time vs sequence length, one panel per case, one line per system."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    impls = IMPLS
-    labels = [f"{r['case']}\n{r['M']}x{r['N']}" for r in rows]
-    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.9), 4))
-    w = 0.16
-    for i, impl in enumerate(impls):
-        xs = [j + (i - 2) * w for j, r in enumerate(rows) if impl in r["res"]]
-        ys = [r["flops"] / r["res"][impl][0] / 1e9 for r in rows if impl in r["res"]]
-        ax.bar(xs, ys, w, label=impl)
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(labels, fontsize=7)
-    ax.set_ylabel("GFLOP/s (unmasked work)")
-    ax.legend()
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    fig, axes = plt.subplots(1, len(cases), figsize=(3.2 * len(cases), 3.2), squeeze=False)
+    for ax, case in zip(axes[0], cases):
+        rs = sorted((r for r in rows if r["case"] == case), key=lambda r: r["N"])
+        for impl in IMPLS:
+            pts = [(r["N"], r["res"][impl][0] * 1e3) for r in rs if impl in r["res"]]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=impl)
+        ax.set_title(case, fontsize=9)
+        ax.set_xlabel("sequence length (N)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+    axes[0][0].set_ylabel("median time (ms)")
+    axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path_png, dpi=100)
     return True

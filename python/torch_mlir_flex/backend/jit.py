@@ -10,7 +10,6 @@ Results are returned as torch tensors (a tuple when there are several).
 import ctypes
 import os
 import re
-import threading
 
 import numpy as np
 
@@ -143,7 +142,6 @@ class JitFunction:
         from .pipelines import get_pipeline
 
         self.func_name = func_name
-        self._lock = threading.Lock()
         self.context = ir.Context()
         with self.context, ir.Location.unknown():
             check_known_parser_aborts(module_text)

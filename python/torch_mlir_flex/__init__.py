@@ -18,7 +18,11 @@ def __getattr__(name):
         from . import importer
 
         return getattr(importer, name)
-    if name in ("compile", "FlexBackendError"):
+    if name in ("FlexBackendError", "FlexCompileError", "FlexRuntimeError", "FlexIndexError"):
+        from .backend import errors  # no torch import
+
+        return getattr(errors, name)
+    if name == "compile":
         from . import backend
 
         return getattr(backend, name)

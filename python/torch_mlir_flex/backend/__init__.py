@@ -1,17 +1,20 @@
 """Our linalg-on-tensors backend: lowering pipelines, a JIT runner and
 `compile` (model -> callable, see compile.py)."""
 
-from .jit import FlexBackendError, JitFunction
+from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
+from .jit import JitFunction
 from .pipelines import PIPELINES, get_pipeline
-from .compile import CompiledModule, FlexCompileError, compile, compile_mlir
+from .compile import CompiledModule, compile, compile_mlir
 
 __all__ = [
     "FlexBackendError",
+    "FlexCompileError",
+    "FlexRuntimeError",
+    "FlexIndexError",
     "JitFunction",
     "PIPELINES",
     "get_pipeline",
     "CompiledModule",
-    "FlexCompileError",
     "compile",
     "compile_mlir",
 ]

@@ -23,22 +23,13 @@ has no lowering ...``; the original exception is chained as ``__cause__``.
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
-from .jit import FlexBackendError, JitFunction
+from .errors import FlexBackendError, FlexCompileError
+from .jit import JitFunction
 from .pipelines import DEFAULT_BACKEND
 
 MATERIALIZE_PASS = "flex-materialize"
 # The textual pipeline that `loops_ir` truncates (see `pipeline_until`).
 LOOPS_STOP_BEFORE = "convert-scf-to-cf"
-
-
-class FlexCompileError(FlexBackendError):
-    """A model or module could not be compiled; `.stage` names the step:
-    ``export``, ``import``, ``frontend``, ``materialize``, ``lower`` or
-    ``call``."""
-
-    def __init__(self, stage: str, message: str):
-        super().__init__(f"{stage}: {message}")
-        self.stage = stage
 
 
 # --------------------------------------------------------------------------
@@ -169,23 +160,33 @@ def pipeline_until(backend: str, stop_before: str = LOOPS_STOP_BEFORE) -> str:
     return prefix + ")" * (prefix.count("(") - prefix.count(")"))
 
 
-def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND) -> str:
-    """flex IR -> the backend's pipeline up to scf loops (for inspection)."""
+def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main") -> str:
+    """flex IR -> the backend's pipeline up to scf loops (for inspection), with
+    the calling convention of JitFunction (results as out-params)."""
     from ..mlir import ir
+
+    from .calling import to_destination_passing
 
     ctx = ir.Context()
     module = _parse(flex_text, ctx, "lower")
+    with ctx, ir.Location.unknown():
+        try:
+            to_destination_passing(module, func_name)
+        except FlexBackendError:
+            pass  # no such entry function (or not a tensor one): lower as is
     _run_pipeline(module, pipeline_until(backend), "lower")
     return str(module)
 
 
-def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND) -> JitFunction:
+def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND,
+        arg_names=None, shape_checks=None) -> JitFunction:
     from .pipelines import PIPELINES
 
     if backend not in PIPELINES:
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     try:
-        return JitFunction(flex_text, func_name, pipeline=backend)
+        return JitFunction(flex_text, func_name, pipeline=backend, arg_names=arg_names,
+                           shape_checks=shape_checks)
     except FlexBackendError as e:
         raise FlexCompileError("lower", str(e)) from e
 
@@ -218,7 +219,7 @@ class CompiledModule:
 
     def loops_ir(self) -> str:
         if self._loops_ir is None:
-            self._loops_ir = lower_to_loops(self.flex_ir, self.backend)
+            self._loops_ir = lower_to_loops(self.flex_ir, self.backend, self.func_name)
         return self._loops_ir
 
     @property
@@ -226,26 +227,12 @@ class CompiledModule:
         return len(self.jit_function.arg_types)
 
     def __call__(self, *args):
-        import torch
-
-        n = self.num_inputs
-        if len(args) != n:
-            raise FlexCompileError("call", f"@{self.func_name} takes {n} tensor argument(s), got {len(args)}")
-        for i, (a, t) in enumerate(zip(args, self.jit_function.arg_types)):
-            name = self._arg_specs[i][0] if self._arg_specs else f"arg{i}"
-            if not isinstance(a, torch.Tensor):
-                raise FlexCompileError("call", f"argument {i} ({name}): expected a torch.Tensor, got {type(a).__name__}")
-            want = self._arg_specs[i][1] if self._arg_specs else _mlir_to_torch_dtype(t)
-            if want is not None and a.dtype != want:
-                raise FlexCompileError("call", f"argument {i} ({name}): expected dtype {want}, got {a.dtype}")
-            shape = list(t.shape)
-            dyn = _dynamic_size()
-            if a.dim() != len(shape) or any(d != dyn and d != s for d, s in zip(shape, a.shape)):
-                want_s = "x".join("?" if d == dyn else str(d) for d in shape)
-                raise FlexCompileError(
-                    "call", f"argument {i} ({name}): expected shape [{want_s}], got {list(a.shape)}")
+        # JitFunction checks the arguments (count, dtype, shape, shared dims)
+        # and raises FlexCompileError('call', ...) itself.
         try:
             res = self.jit_function(*args)
+        except FlexCompileError:
+            raise
         except FlexBackendError as e:
             raise FlexCompileError("call", str(e)) from e
         flat = list(res) if isinstance(res, tuple) else [res]
@@ -277,7 +264,7 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
-    example_args = tuple(example_args)
+    example_args = unalias(tuple(example_args))
     ep = export_model(model, example_args, dynamic_shapes)
     out_spec = ep.call_spec.out_spec
     arg_specs = _user_input_specs(ep, example_args)
@@ -285,7 +272,8 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     torch_ir = str(torch_module)
     linalg_ir = to_linalg(torch_module)
     flex_ir = materialize(linalg_ir)
-    fn = jit(flex_ir, func_name, backend)
+    names = [n for n, _ in arg_specs] if arg_specs else None
+    fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=_export_checks(ep, names))
     if arg_specs is not None and len(arg_specs) != len(fn.arg_types):
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
@@ -319,6 +307,36 @@ def _wrap_callable(fn):
             return self.fn(*args)
 
     return FunctionModule()
+
+
+def unalias(args):
+    """`args` with every tensor that shares memory with an earlier one cloned:
+    torch.export traces `f(x, x)` as one input used twice, and the compiled
+    function would then ignore all but the last such argument."""
+    import torch
+
+    out, storages = [], set()
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.numel():
+            ptr = a.untyped_storage().data_ptr()
+            if ptr in storages:
+                a = a.clone()
+                ptr = a.untyped_storage().data_ptr()
+            storages.add(ptr)
+        out.append(a)
+    return tuple(out)
+
+
+def _export_checks(ep, names):
+    from .shapes import export_checks
+
+    if names is None:
+        return None
+    try:
+        return export_checks(ep, names)
+    except Exception as e:  # an ExportedProgram layout this torch does not have
+        raise FlexCompileError("export", f"cannot read the shape constraints of the exported program: "
+                                         f"{type(e).__name__}: {e}") from e
 
 
 def _user_input_specs(ep, example_args):

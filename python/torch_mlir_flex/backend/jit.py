@@ -1,72 +1,26 @@
 """A small JIT: compile a tensor-level MLIR function and call it on tensors.
 
     fn = JitFunction(module_text, "main", pipeline="reference")
-    outs = fn(q, k, v)            # torch tensors or numpy arrays in, torch out
+    outs = fn(q, k, v)            # torch tensors (or numpy arrays) in, torch out
 
-Arguments and results are ranked tensors of f32/f16/bf16/f64/i1/i32/i64.
+Arguments and results are ranked tensors of f32/f16/bf16/f64/i1/i8/i32/i64.
 Results are returned as torch tensors (a tuple when there are several).
+Calling convention (docs/runtime.md): destination passing -- the caller
+allocates the results as torch tensors and the compiled function writes
+into them (calling.py); input checks and output shapes come from shapes.py;
+an optional int64[4] status argument reports checks failed at run time.
 """
 
 import ctypes
 import os
 import re
 
-import numpy as np
-
 from .. import _load_order
 from ..mlir import execution_engine, ir, passmanager
-from ..mlir.runtime import np_to_memref as _np_memref
-
-_MLIR_TO_NP = {
-    "f32": np.float32,
-    "f64": np.float64,
-    "f16": np.float16,
-    "bf16": np.uint16,  # carried as raw bits, viewed as torch.bfloat16
-    "i1": np.bool_,
-    "i8": np.int8,
-    "i32": np.int32,
-    "i64": np.int64,
-}
-
-
-class FlexBackendError(RuntimeError):
-    """A module could not be compiled or called by our backend."""
-
-
-def _element_name(t: ir.RankedTensorType) -> str:
-    s = str(t.element_type)
-    if s not in _MLIR_TO_NP:
-        raise FlexBackendError(f"unsupported tensor element type {s}")
-    return s
-
-
-def _to_numpy(x, elt: str):
-    import torch
-
-    if isinstance(x, torch.Tensor):
-        x = x.detach().contiguous().cpu()
-        if elt == "bf16":
-            if x.dtype != torch.bfloat16:
-                raise FlexBackendError(f"expected a bfloat16 tensor, got {x.dtype}")
-            return x.view(torch.int16).numpy().view(np.uint16)
-        x = x.numpy()
-    x = np.ascontiguousarray(x)
-    want = _MLIR_TO_NP[elt]
-    if x.dtype != want:
-        raise FlexBackendError(
-            f"expected an argument of element type {elt} ({np.dtype(want)}), "
-            f"got {x.dtype}"
-        )
-    return x
-
-
-def _to_torch(arr, elt: str):
-    import torch
-
-    t = torch.from_numpy(np.array(arr, copy=True))
-    if elt == "bf16":
-        t = t.view(torch.bfloat16)
-    return t
+from . import memref_abi
+from .calling import entry_signature, find_func, status_messages, to_destination_passing
+from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
+from .shapes import ShapeProgram
 
 
 # Inputs that abort (not diagnose) this MLIR's parser; rejected before parsing.
@@ -132,11 +86,14 @@ def _check_memref_element_types(module):
 
 
 class JitFunction:
-    """Lowers `module_text` with a named pipeline and JIT-compiles `func_name`."""
+    """Lowers `module_text` with a named pipeline and JIT-compiles `func_name`.
+
+    `arg_names` name the arguments in error messages; `shape_checks`
+    (a shapes.DimChecks) adds checks, e.g. from an ExportedProgram."""
 
     def __init__(self, module_text: str, func_name: str = "main",
                  pipeline: str = "reference", opt_level: int = 2,
-                 shared_libs=()):
+                 shared_libs=(), arg_names=None, shape_checks=None):
         if not _load_order.LOADED_FIRST:
             raise FlexBackendError(_load_order.LOAD_ORDER_MESSAGE)
         from .pipelines import get_pipeline
@@ -149,10 +106,11 @@ class JitFunction:
                 module = ir.Module.parse(module_text)
             except ir.MLIRError as e:
                 raise FlexBackendError(f"cannot parse module: {e}") from None
-            func = self._find_func(module, func_name)
-            ftype = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-            self.arg_types = [self._ranked(t, "argument") for t in ftype.inputs]
-            self.result_types = [self._ranked(t, "result") for t in ftype.results]
+            func = find_func(module, func_name)
+            self.arg_types, self.result_types, _ = entry_signature(module, func)
+            self.arg_labels = _labels(arg_names, len(self.arg_types))
+            shapes = ShapeProgram(module, func_name, self.arg_types, self.result_types, self.arg_labels)
+            to_destination_passing(module, func_name)
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             text = get_pipeline(pipeline) if "(" not in pipeline else pipeline
             try:
@@ -173,8 +131,40 @@ class JitFunction:
                 raise FlexBackendError(
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
                     "(see the diagnostics above)") from None
-            if not self.engine.raw_lookup(f"_mlir_ciface_{func_name}"):
-                raise FlexBackendError(f"JIT compilation of @{func_name} failed")
+            self._bind(module, shapes, shape_checks)
+
+    def _bind(self, module, shapes, shape_checks):
+        """Everything a call needs, built once: descriptor classes, the C
+        function, dtypes, output-shape and check functions."""
+        self.check_messages = status_messages(module)
+        self.has_status = bool(self.check_messages)
+        nargs = len(self.arg_types) + len(self.result_types) + self.has_status
+        ciface = f"_mlir_ciface_{self.func_name}"
+        lowered = _llvm_arg_count(module, ciface)
+        if lowered is not None and lowered != nargs:
+            raise FlexBackendError(
+                f"@{self.func_name}: the lowered function takes {lowered} memref arguments, expected "
+                f"{nargs} (inputs, outputs{', status' if self.has_status else ''}; docs/runtime.md)")
+        addr = self.engine.raw_lookup(ciface)  # its packed wrapper (`_mlir_` prefix)
+        if not addr:
+            raise FlexBackendError(f"JIT compilation of @{self.func_name} failed")
+        self._cfunc = memref_abi.PackedCall(addr, nargs)
+        elt = lambda t: str(t.element_type)  # noqa: E731
+        self._in_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.arg_types]
+        self._out_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.result_types]
+        for t, d in zip(self.arg_types + self.result_types, self._in_dtypes + self._out_dtypes):
+            if d is None:
+                raise FlexBackendError(f"unsupported tensor element type {t.element_type}")
+        self._in_desc = [memref_abi.descriptor_class(t.rank) for t in self.arg_types]
+        self._out_desc = [memref_abi.descriptor_class(t.rank) for t in self.result_types]
+        dyn = ir.ShapedType.get_dynamic_size()
+        self._static = [[(j, d) for j, d in enumerate(t.shape) if d != dyn] for t in self.arg_types]
+        self._shape_text = ["x".join("?" if d == dyn else str(d) for d in t.shape) for t in self.arg_types]
+        self._out_shapes = shapes.out_shapes
+        checks = shapes.checks
+        if shape_checks is not None and shape_checks.num_inputs in (None, len(self.arg_types)):
+            checks = shape_checks.merged_with(checks)
+        self._check_shapes = checks.compile()
 
     @staticmethod
     def _shared_libs(pipeline_text, shared_libs):
@@ -194,60 +184,86 @@ class JitFunction:
             libs.append(rt)
         return libs
 
-    @staticmethod
-    def _find_func(module, name):
-        for op in module.body.operations:
-            if op.operation.name == "func.func" and \
-                    ir.StringAttr(op.attributes["sym_name"]).value == name:
-                return op
-        raise FlexBackendError(f"no function @{name} in the module")
+    def _inputs(self, args):
+        """Checked, contiguous CPU tensors for `args` (FlexCompileError('call'))."""
+        import torch
 
-    @staticmethod
-    def _ranked(t, what):
-        if not isinstance(t, ir.RankedTensorType):
-            raise FlexBackendError(f"unsupported {what} type {t}: expected a ranked tensor")
-        return ir.RankedTensorType(t)
+        n = len(self.arg_types)
+        if len(args) != n:
+            raise FlexCompileError("call", f"@{self.func_name} takes {n} tensor argument(s), got {len(args)}")
+        tensors = []
+        for i, a in enumerate(args):
+            if not isinstance(a, torch.Tensor):
+                a = _from_numpy(a, self._in_dtypes[i])
+                if a is None:
+                    raise FlexCompileError("call", f"{self.arg_labels[i]}: expected a torch.Tensor, "
+                                                   f"got {type(args[i]).__name__}")
+            if a.dtype != self._in_dtypes[i]:
+                raise FlexCompileError("call", f"{self.arg_labels[i]}: expected dtype {self._in_dtypes[i]}, "
+                                               f"got {a.dtype}")
+            if a.device.type != "cpu":
+                raise FlexCompileError("call", f"{self.arg_labels[i]}: expected a CPU tensor, got device "
+                                               f"{a.device}")
+            shape = a.shape
+            if len(shape) != self.arg_types[i].rank or any(shape[j] != d for j, d in self._static[i]):
+                raise FlexCompileError("call", f"{self.arg_labels[i]}: expected shape "
+                                               f"[{self._shape_text[i]}], got {list(shape)}")
+            tensors.append(a.detach().contiguous())
+        return tensors
 
     def __call__(self, *args):
-        if len(args) != len(self.arg_types):
-            raise FlexBackendError(
-                f"@{self.func_name} takes {len(self.arg_types)} arguments, got {len(args)}")
-        arrays = []
-        for i, (a, t) in enumerate(zip(args, self.arg_types)):
-            arr = _to_numpy(a, _element_name(t))
-            if arr.ndim != t.rank or any(
-                    d != ir.ShapedType.get_dynamic_size() and d != s
-                    for d, s in zip(t.shape, arr.shape)):
-                raise FlexBackendError(
-                    f"argument {i}: expected shape {list(t.shape)} ({t}), got {list(arr.shape)}")
-            arrays.append(arr)
-        arg_ptrs = [ctypes.pointer(ctypes.pointer(_np_memref.get_ranked_memref_descriptor(a)))
-                    for a in arrays]
-        res_descs = []
-        for t in self.result_types:
-            np_t = _MLIR_TO_NP[_element_name(t)]
-            # f16 results are read as raw 16-bit words (numpy's float16 has no
-            # ctypes type) and viewed as float16 below.
-            ctype = ctypes.c_uint16 if np_t is np.float16 else \
-                np.ctypeslib.as_ctypes_type(np.dtype(np_t))
-            res_descs.append(_np_memref.make_nd_memref_descriptor(t.rank, ctype)())
-        call_args = list(arg_ptrs)
-        if len(res_descs) == 1:
-            call_args.insert(0, ctypes.pointer(ctypes.pointer(res_descs[0])))
-        elif res_descs:
-            fields = [(f"r{i}", type(d)) for i, d in enumerate(res_descs)]
-            packed = type("Results", (ctypes.Structure,), {"_fields_": fields})()
-            call_args.insert(0, ctypes.pointer(ctypes.pointer(packed)))
-        self.engine.invoke(self.func_name, *call_args)
-        if len(res_descs) > 1:
-            res_descs = [getattr(packed, f"r{i}") for i in range(len(res_descs))]
-        outs = []
-        for d, t in zip(res_descs, self.result_types):
-            if t.rank:
-                arr = _np_memref.ranked_memref_to_numpy([d])
-            else:
-                arr = np.array(d.aligned[0], dtype=_MLIR_TO_NP[_element_name(t)])
-            if _element_name(t) == "f16":
-                arr = np.asarray(arr).view(np.float16)
-            outs.append(_to_torch(arr, _element_name(t)))
+        import torch
+
+        ins = self._inputs(args)
+        shapes = [t.shape for t in ins]
+        if self._check_shapes is not None:
+            self._check_shapes(shapes)
+        outs = [torch.empty(s, dtype=d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
+        descs = [memref_abi.describe(t, c) for t, c in zip(ins, self._in_desc)]
+        descs += [memref_abi.describe(t, c) for t, c in zip(outs, self._out_desc)]
+        if self.has_status:
+            status, desc = memref_abi.status_buffer()
+            descs.append(desc)
+        self._cfunc(descs)
+        if self.has_status and status[0]:
+            raise self._runtime_error(list(status))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _runtime_error(self, status):
+        k = status[0]
+        if not 0 < k <= len(self.check_messages):
+            return FlexRuntimeError(f"@{self.func_name}: runtime check {k} failed (status {status}; "
+                                    f"the module has {len(self.check_messages)} messages)")
+        template = self.check_messages[k - 1]
+        try:
+            msg = template.format(*status[1:4])
+        except (IndexError, KeyError, ValueError):
+            msg = f"{template} {status[1:4]}"
+        return (FlexIndexError if template.startswith("index") else FlexRuntimeError)(msg)
+
+
+def _labels(names, n):
+    names = list(names) if names is not None and len(names) == n else [None] * n
+    return [f"argument {i} ({nm})" if nm else f"argument {i}" for i, nm in enumerate(names)]
+
+
+def _from_numpy(a, dtype):
+    """A numpy array as a tensor (bf16 may come as raw uint16 bits), else None."""
+    import numpy as np
+    import torch
+
+    if not isinstance(a, np.ndarray):
+        return None
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    if dtype == torch.bfloat16 and t.dtype == torch.uint16:
+        t = t.view(torch.bfloat16)
+    return t
+
+
+def _llvm_arg_count(module, name):
+    """Argument count of the lowered llvm.func `name`, or None."""
+    for op in module.body.operations:
+        if op.operation.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            if op.regions[0].blocks:
+                return len(op.regions[0].blocks[0].arguments)
+    return None

@@ -4,9 +4,29 @@ Each takes a module of linalg-on-tensors + `flex.attention` ops on tensors to
 the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
 """
 
+# Calling convention (docs/runtime.md, calling.py): the entry function's
+# results are out-params filled by bufferization.materialize_in_destination;
+# eliminate-empty-tensors lets the ops producing a result write straight
+# into the caller's buffer instead of a temporary that is then copied.
 BUFFERIZE = (
+    "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map}"
+)
+
+# Frees every temporary buffer (function arguments are never owned, so no
+# input, output or global is freed); bufferization.clone left by it becomes
+# memref.alloc + memref.copy. After flex-to-loops: the pass rejects ops with
+# regions on memrefs (flex.attention), and flex-to-loops leaves its row
+# buffer to it.
+DEALLOCATE = ",".join(
+    [
+        "func.func(ownership-based-buffer-deallocation)",
+        "canonicalize",
+        "func.func(buffer-deallocation-simplification)",
+        "func.func(bufferization-lower-deallocations)",
+        "convert-bufferization-to-memref",
+    ]
 )
 
 TO_LLVM = ",".join(
@@ -41,8 +61,8 @@ PIPELINES = {
             "flex-insert-checks",
             "func.func(linalg-generalize-named-ops)",
             BUFFERIZE,
-            "func.func(buffer-deallocation-simplification)",
             "func.func(flex-to-loops)",
+            DEALLOCATE,
             # memref.copy (e.g. from tensor.insert_slice of a torch.cat)
             # would call the runtime library's memrefCopy, absent in the JIT.
             "func.func(flex-copies-to-linalg)",
@@ -86,14 +106,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
             "canonicalize",
             "cse",
             BUFFERIZE,
-            "func.func(ownership-based-buffer-deallocation)",
-            "canonicalize",
-            "func.func(buffer-deallocation-simplification)",
-            "func.func(bufferization-lower-deallocations)",
-            # bufferization.clone left by deallocation (e.g. an input that is
-            # returned) -> memref.alloc + memref.copy.
-            "convert-bufferization-to-memref",
             "func.func(flex-to-loops)",
+            DEALLOCATE,
             # memref.copy of strided views would call the runtime library.
             "func.func(flex-copies-to-linalg)",
             "cse",

@@ -285,7 +285,10 @@ LogicalResult AttentionOp::generateScalarImplementation(OpBuilder &b,
   Value scale = arith::ConstantOp::create(b, loc, getScaleAttr());
 
   // Row accumulator acc[Ev] in f32 (heap: the row loops may be deep and
-  // memref.alloca_scope cannot hold the multi-block CFG of scf-to-cf).
+  // memref.alloca_scope cannot hold the multi-block CFG of scf-to-cf). Not
+  // freed here: ownership-based-buffer-deallocation, which the pipelines run
+  // after flex-to-loops, frees it (it rejects IR that already has deallocs,
+  // and cannot run before: flex.attention on memrefs has regions).
   auto accType = MemRefType::get({ShapedType::kDynamic}, f32);
   Value acc = memref::AllocOp::create(b, loc, accType, ValueRange{Ev});
   scf::ForOp::create(b, loc, c0, Ev, c1, ValueRange{},
@@ -370,6 +373,5 @@ LogicalResult AttentionOp::generateScalarImplementation(OpBuilder &b,
     Value v = arith::MulFOp::create(b, loc, mx, invLn2);
     memref::StoreOp::create(b, loc, v, maxScores, ValueRange{bi, hi, mi});
   }
-  memref::DeallocOp::create(b, loc, acc);
   return success();
 }

@@ -1,0 +1,113 @@
+"""Destination-passing calling convention of a compiled entry function.
+
+`to_destination_passing` rewrites the tensor-level entry function
+
+    func @main(%a: tensor<..>, ...) -> (tensor<R0>, ...)
+into
+    func @main(%a: tensor<..> {bufferization.writable = false}, ...,
+               %out0: memref<R0>, ...[, %status: memref<4xi64>])
+
+whose returns become ``bufferization.materialize_in_destination %r in
+restrict writable %out0``: one-shot-bufferize (after eliminate-empty-tensors)
+writes the results straight into the caller's buffers, or copies them there
+when a result is an input or a constant. The compiled code never returns
+or frees a buffer the caller sees, and never writes into an input.
+See docs/runtime.md.
+"""
+
+from ..mlir import ir
+from .errors import FlexBackendError
+
+# Module attribute of the runtime status contract (docs/runtime.md).
+STATUS_ATTR = "flex.check_messages"
+STATUS_ELEMENTS = 4
+
+
+def find_func(module, name):
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    raise FlexBackendError(f"no function @{name} in the module")
+
+
+def function_type(func) -> ir.FunctionType:
+    return ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+
+
+def is_status_type(t) -> bool:
+    return (isinstance(t, ir.MemRefType) and list(t.shape) == [STATUS_ELEMENTS]
+            and str(t.element_type) == "i64")
+
+
+def has_status_contract(module) -> bool:
+    return STATUS_ATTR in module.operation.attributes
+
+
+def status_messages(module):
+    if not has_status_contract(module):
+        return []
+    return [ir.StringAttr(a).value for a in ir.ArrayAttr(module.operation.attributes[STATUS_ATTR])]
+
+
+def entry_signature(module, func):
+    """(input tensor types, result tensor types, has a status argument already)."""
+    ftype = function_type(func)
+    inputs = list(ftype.inputs)
+    given_status = bool(inputs) and has_status_contract(module) and is_status_type(inputs[-1])
+    if given_status:
+        inputs = inputs[:-1]
+    return ([_ranked(t, "argument") for t in inputs],
+            [_ranked(t, "result") for t in ftype.results], given_status)
+
+
+def _ranked(t, what):
+    if not isinstance(t, ir.RankedTensorType):
+        raise FlexBackendError(f"unsupported {what} type {t}: expected a ranked tensor")
+    return ir.RankedTensorType(t)
+
+
+def _returns(func):
+    return [b.operations[len(b.operations) - 1] for b in func.regions[0].blocks
+            if len(b.operations) and b.operations[len(b.operations) - 1].operation.name == "func.return"]
+
+
+def _arg_attrs(func, n_inputs, n_total):
+    """Existing argument attributes, inputs marked not writable."""
+    old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
+    attrs = []
+    for i in range(n_total):
+        entries = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < min(len(old), n_inputs) else {}
+        if i < n_inputs:
+            entries["bufferization.writable"] = ir.BoolAttr.get(False)
+        attrs.append(ir.DictAttr.get(entries))
+    return ir.ArrayAttr.get(attrs)
+
+
+def to_destination_passing(module, func_name: str):
+    """Rewrites @func_name in place (see the module docstring); returns
+    (input types, result types) of the original function."""
+    func = find_func(module, func_name)
+    inputs, results, given_status = entry_signature(module, func)
+    if not func.regions[0].blocks:
+        raise FlexBackendError(f"@{func_name} has no body")
+    entry = func.regions[0].blocks[0]
+    loc = func.location
+    outs = [entry.add_argument(ir.MemRefType.get(list(t.shape), t.element_type), loc) for t in results]
+    if given_status:  # keep the status argument last
+        old = entry.arguments[len(inputs)]
+        new = entry.add_argument(old.type, loc)
+        old.replace_all_uses_with(new)
+        entry.erase_argument(len(inputs))
+    for ret in _returns(func):
+        with ir.InsertionPoint(ret), ret.location:
+            for value, out in zip(list(ret.operands), outs):
+                ir.Operation.create("bufferization.materialize_in_destination", operands=[value, out],
+                                    attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
+            ir.Operation.create("func.return")
+        ret.erase()
+    types = [a.type for a in entry.arguments]
+    func.attributes["arg_attrs"] = _arg_attrs(func, len(inputs), len(types))
+    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(types, []))
+    if "res_attrs" in func.attributes:
+        del func.attributes["res_attrs"]
+    return inputs, results

@@ -1,0 +1,34 @@
+"""Exception classes of the backend (no imports, so that every backend module
+and the package root can use them without import cycles).
+
+FlexBackendError
+└── FlexCompileError          .stage: export/import/frontend/materialize/lower/call
+    └── FlexRuntimeError      a check inside the compiled code failed (stage 'call')
+        └── FlexIndexError    ... an index check (also an IndexError)
+"""
+
+
+class FlexBackendError(RuntimeError):
+    """A module could not be compiled or called by our backend."""
+
+
+class FlexCompileError(FlexBackendError):
+    """A model or module could not be compiled or called; `.stage` names the
+    step: ``export``, ``import``, ``frontend``, ``materialize``, ``lower`` or
+    ``call``. The message starts with the stage."""
+
+    def __init__(self, stage: str, message: str):
+        super().__init__(f"{stage}: {message}")
+        self.stage = stage
+
+
+class FlexRuntimeError(FlexCompileError):
+    """A check executed by the compiled code failed (the runtime status
+    contract, docs/runtime.md); the outputs of that call are discarded."""
+
+    def __init__(self, message: str):
+        super().__init__("call", message)
+
+
+class FlexIndexError(FlexRuntimeError, IndexError):
+    """A runtime index check failed (the message starts with "index")."""

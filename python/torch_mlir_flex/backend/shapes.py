@@ -1,0 +1,297 @@
+"""Shapes at call time: output shapes and the checks run before each call.
+
+Both come from a *shape probe*: a copy of the tensor-level entry function
+that returns ``tensor.dim`` of every dynamic result dim and of every
+`flex.attention` operand dim; resolve-ranked-shaped-type-result-dims,
+canonicalize and lower-affine fold these to arithmetic on the input dims,
+which becomes a small Python expression over the input shapes ``s`` (e.g.
+``s[0][2]``), compiled once per JitFunction. A dim that does not fold
+(data-dependent) is an error for results and no check for operands.
+
+`DimChecks` collects the checks: from the probe (the rules of the
+flex.attention verifier: equal batch/heads/lengths, GQA divisibility, output
+shapes) and, for `compile()`, from the ExportedProgram (dims sharing a
+symbol are equal, symbol ranges). Each failure raises
+FlexCompileError('call', ...) naming the argument, the dim and both sizes.
+"""
+
+from ..mlir import ir, passmanager
+from .calling import find_func, function_type
+from .errors import FlexBackendError, FlexCompileError
+
+PROBE_PIPELINE = ("builtin.module(func.func(resolve-ranked-shaped-type-result-dims),canonicalize,cse,"
+                  "lower-affine,canonicalize,cse)")
+
+_BINARY = {"arith.addi": "({} + {})", "arith.subi": "({} - {})", "arith.muli": "({} * {})",
+           "arith.divui": "({} // {})", "arith.floordivsi": "({} // {})", "arith.remui": "({} % {})",
+           "arith.divsi": "_divsi({}, {})", "arith.ceildivsi": "(-(-{} // {}))",
+           "arith.remsi": "_remsi({}, {})", "arith.maxsi": "max({}, {})", "arith.minsi": "min({}, {})",
+           "arith.maxui": "max({}, {})", "arith.minui": "min({}, {})"}
+_CASTS = {"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"}
+
+
+def _divsi(a, b):
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _remsi(a, b):
+    return a - b * _divsi(a, b)
+
+
+_NAMESPACE = {"_divsi": _divsi, "_remsi": _remsi, "FlexCompileError": FlexCompileError}
+
+
+class _Unresolved(Exception):
+    pass
+
+
+def _expr(value, entry) -> str:
+    """Python code of an index value of the probe in terms of `s`."""
+    if isinstance(value, ir.BlockArgument):
+        raise _Unresolved("a block argument")
+    op = value.owner
+    name = op.operation.name
+    if name == "arith.constant":
+        return str(ir.IntegerAttr(op.attributes["value"]).value)
+    if name == "tensor.dim":
+        src, idx = op.operands[0], op.operands[1]
+        if not (isinstance(src, ir.BlockArgument) and src.owner == entry):
+            raise _Unresolved(f"tensor.dim of {src.owner.name if not isinstance(src, ir.BlockArgument) else 'a block argument'}")
+        return f"s[{src.arg_number}][{_expr(idx, entry)}]"
+    if name in _CASTS:
+        return _expr(op.operands[0], entry)
+    if name in _BINARY:
+        return _BINARY[name].format(*(_expr(v, entry) for v in op.operands))
+    raise _Unresolved(f"'{name}'")
+
+
+class Dim:
+    """One dim as Python code over the input shapes `s`, with a label."""
+
+    def __init__(self, code: str, label: str):
+        self.code, self.label = code, label
+
+    @property
+    def is_const(self) -> bool:
+        return self.code.lstrip("-").isdigit()
+
+
+def input_dim(i: int, j: int, arg_labels) -> Dim:
+    return Dim(f"s[{i}][{j}]", f"{arg_labels[i]} dim {j}")
+
+
+class DimChecks:
+    """Checks on the input shapes, compiled into one Python function."""
+
+    def __init__(self, num_inputs=None):
+        self.num_inputs = num_inputs  # of the function the checks were made for
+        self._lines, self._conds, self._seen = [], [], set()
+
+    def __len__(self):
+        return len(self._lines)
+
+    def add(self, cond: str, message: str):
+        """`cond`: code over `s` true when fine; `message`: f-string body."""
+        if cond not in self._seen:
+            self._seen.add(cond)
+            self._conds.append(cond)
+            self._lines.append(f"    if not ({cond}):\n        raise FlexCompileError('call', f{message!r})")
+
+    def equal(self, a: Dim, b: Dim, why: str, or_one: bool = False):
+        if a.code == b.code or (a.is_const and b.is_const):
+            return
+        alt = f" or {a.code} == 1" if or_one else ""
+        self.add(f"{a.code} == {b.code}{alt}",
+                 f"{a.label} is {{{a.code}}}, but {b.label} is {{{b.code}}}: {why}")
+
+    def merged_with(self, other: "DimChecks") -> "DimChecks":
+        both = DimChecks()
+        for c in (self, other):
+            for cond, line in zip(c._conds, c._lines):
+                if cond not in both._seen:
+                    both._seen.add(cond)
+                    both._conds.append(cond)
+                    both._lines.append(line)
+        return both
+
+    def compile(self):
+        if not self._lines:
+            return None
+        src = "def check(s):\n" + "\n".join(self._lines) + "\n"
+        ns = dict(_NAMESPACE)
+        exec(compile(src, "<flex shape checks>", "exec"), ns)
+        return ns["check"]
+
+
+def _probe_requests(func, results):
+    """[(key, tensor value, dim)] whose sizes the probe returns."""
+    blocks = func.regions[0].blocks
+    entry = blocks[0]
+    ret = entry.operations[len(entry.operations) - 1]
+    reqs = []
+    for i, t in enumerate(results):
+        for j, d in enumerate(t.shape):
+            if d == ir.ShapedType.get_dynamic_size():
+                reqs.append((("result", i, j), ret.operands[i], j))
+    n = 0
+    for op in entry.operations:
+        if op.operation.name != "flex.attention":
+            continue
+        names = ["query", "key", "value"] + [f"init{i}" for i in range(len(op.results))]
+        values = list(op.operands[:3]) + list(op.results)
+        for name, v in zip(names, values):
+            for j in range(ir.ShapedType(v.type).rank):
+                reqs.append((("flex", n, name, j), v, j))
+        reqs.append((("flex", n, "attrs"), op, None))
+        n += 1
+    return reqs, ret
+
+
+def _run_probe(module, func_name, results):
+    """{key: code string or None (unresolved)} and the flex op attributes."""
+    probe = ir.Module.parse(str(module), module.context)
+    func = find_func(probe, func_name)
+    if len(func.regions[0].blocks) != 1:
+        return {}, {}
+    reqs, ret = _probe_requests(func, results)
+    attrs, keys, values = {}, [], []
+    with ir.InsertionPoint(ret), ret.location:
+        for key, v, j in reqs:
+            if j is None:
+                attrs[key[1]] = {"names": {str(a) for a in v.attributes}, "results": len(v.results)}
+                continue
+            c = ir.Operation.create("arith.constant", results=[ir.IndexType.get()],
+                                    attributes={"value": ir.IntegerAttr.get(ir.IndexType.get(), j)})
+            dim = ir.Operation.create("tensor.dim", results=[ir.IndexType.get()],
+                                      operands=[v, c.results[0]])
+            keys.append(key)
+            values.append(dim.results[0])
+        ir.Operation.create("func.return", operands=values)
+    ret.erase()
+    ftype = function_type(func)
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(list(ftype.inputs), [v.type for v in values]))
+    if "res_attrs" in func.attributes:
+        del func.attributes["res_attrs"]
+    try:
+        passmanager.PassManager.parse(PROBE_PIPELINE, probe.context).run(probe.operation)
+    except ir.MLIRError:
+        return {}, attrs
+    entry = func.regions[0].blocks[0]
+    ret = entry.operations[len(entry.operations) - 1]
+    codes = {}
+    for key, v in zip(keys, ret.operands):
+        try:
+            codes[key] = _expr(v, entry)
+        except _Unresolved as e:
+            codes[key] = None
+            codes[("why",) + key] = str(e)
+    return codes, attrs
+
+
+class ShapeProgram:
+    """Output shapes and verifier-rule checks of one entry function."""
+
+    def __init__(self, module, func_name, inputs, results, arg_labels):
+        self.results = results
+        needs_probe = not all(t.has_static_shape for t in list(inputs) + list(results))
+        codes, attrs = _run_probe(module, func_name, results) if needs_probe else ({}, {})
+        self.out_shapes = self._out_shape_function(codes, func_name)
+        self.checks = DimChecks()
+        for n, a in attrs.items():
+            self._flex_rules(n, codes, a, arg_labels)
+
+    def _out_shape_function(self, codes, func_name):
+        parts = []
+        for i, t in enumerate(self.results):
+            dims = []
+            for j, d in enumerate(t.shape):
+                if d != ir.ShapedType.get_dynamic_size():
+                    dims.append(str(d))
+                    continue
+                code = codes.get(("result", i, j))
+                if code is None:
+                    why = codes.get(("why", "result", i, j), "the shape probe failed")
+                    raise FlexBackendError(
+                        f"@{func_name}: dim {j} of result {i} ({t}) cannot be computed from the input "
+                        f"shapes (it depends on {why}); results need sizes derived from input sizes")
+                dims.append(code)
+            parts.append("(" + "".join(d + ", " for d in dims) + ")")
+        ns = dict(_NAMESPACE)
+        return eval(compile("lambda s: (" + "".join(p + ", " for p in parts) + ")", "<flex out shapes>", "eval"), ns)
+
+    def _flex_rules(self, n, codes, attrs, arg_labels):
+        """The runtime half of flex.attention's verifier (FlexOps.cpp)."""
+
+        def dim(name, j):
+            code = codes.get(("flex", n, name, j))
+            if code is None:
+                return None
+            if code.startswith("s[") and code.count("[") == 2:
+                i, jj = code[2:-1].split("][")
+                return input_dim(int(i), int(jj), arg_labels)
+            return Dim(code, f"the {name} dim {j} of flex.attention #{n}")
+
+        def eq(a, b, why, or_one=False):
+            if a is not None and b is not None:
+                self.checks.equal(a, b, f"flex.attention #{n} needs {why}", or_one)
+
+        q = [dim("query", j) for j in range(4)]
+        k = [dim("key", j) for j in range(4)]
+        v = [dim("value", j) for j in range(4)]
+        eq(k[0], q[0], "the key batch size to equal the query batch size or be 1", or_one=True)
+        eq(v[0], k[0], "equal key and value batch sizes")
+        eq(v[1], k[1], "equal key and value head counts")
+        eq(v[2], k[2], "equal key and value sequence lengths")
+        eq(k[3], q[3], "equal query and key head dims")
+        if "kv_group_size" not in attrs["names"] and q[1] is not None and k[1] is not None \
+                and not (q[1].is_const and k[1].is_const):
+            self.checks.add(f"{k[1].code} > 0 and {q[1].code} % {k[1].code} == 0",
+                            f"{q[1].label} is {{{q[1].code}}}, which is not a multiple of {k[1].label} = "
+                            f"{{{k[1].code}}}: flex.attention #{n} needs query heads to be a multiple of "
+                            "key/value heads")
+        want = [q[0], q[1], q[2], v[3]]
+        for i in range(attrs["results"]):
+            what = "output" if i == 0 else "logsumexp/max_scores"
+            for j in range(4 if i == 0 else 3):
+                eq(dim(f"init{i}", j), want[j], f"its {what} dim {j} to be {'BHME'[j]} of [B, Hq, M, Ev]")
+
+
+def _bound(x):
+    try:
+        return int(x)
+    except (TypeError, ValueError, OverflowError):
+        return None  # infinite
+
+
+def export_checks(ep, names) -> DimChecks:
+    """Checks from an ExportedProgram: user-input dims with the same symbol
+    are equal and lie in the symbol's range (static dims are in the IR)."""
+    import sympy
+    from torch.export.graph_signature import InputKind
+
+    user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    labels = [f"argument {i} ({n})" for i, n in enumerate(names)]
+    checks, first = DimChecks(num_inputs=len(user)), {}
+    for i, name in enumerate(user):
+        val = nodes[name].meta.get("val") if name in nodes else None
+        for j, d in enumerate(getattr(val, "shape", ())):
+            expr = getattr(getattr(d, "node", None), "expr", None)
+            if not isinstance(expr, sympy.Symbol):
+                continue  # static (the IR type has it) or a derived dim
+            here = input_dim(i, j, labels)
+            if expr in first:
+                checks.equal(here, first[expr], f"both are the dynamic dim {expr} of the exported program")
+                continue
+            first[expr] = here
+            rng = ep.range_constraints.get(expr)
+            lo, hi = (_bound(rng.lower), _bound(rng.upper)) if rng is not None else (None, None)
+            conds = ([f"{here.code} >= {lo}"] if lo is not None else []) + \
+                    ([f"{here.code} <= {hi}"] if hi is not None else [])
+            if conds:
+                checks.add(" and ".join(conds), f"{here.label} is {{{here.code}}}, outside the range "
+                           f"[{lo}, {'inf' if hi is None else hi}] of the dynamic dim {expr} of the "
+                           "exported program")
+    return checks

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from torch_mlir_flex.backend import FlexIndexError
+from torch_mlir_flex.backend import FlexIndexError, FlexRuntimeError, JitFunction
 
 warnings.filterwarnings("ignore")
 
@@ -187,3 +187,36 @@ def test_embedding_bad_token_raises(backend):
     eager_error(model, (bad,))
     with pytest.raises(FlexIndexError, match="index -1 is out of bounds"):
         fn(bad)
+
+
+# torch-mlir's runtime asserts (cf.assert in its linalg output) are recorded
+# checks: a FlexRuntimeError (not an IndexError), the process goes on.
+ASSERT_IR = """
+#id = affine_map<(d0) -> (d0)>
+func.func @main(%x: tensor<4xi64>) -> tensor<4xi64> {
+  %c0 = arith.constant 0 : index
+  %z = arith.constant 0 : i64
+  %first = tensor.extract %x[%c0] : tensor<4xi64>
+  %ok = arith.cmpi sge, %first, %z : i64
+  cf.assert %ok, "first element {must} be >= 0"
+  %init = tensor.empty() : tensor<4xi64>
+  %y = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+      ins(%x : tensor<4xi64>) outs(%init : tensor<4xi64>) {
+  ^bb0(%a: i64, %o: i64):
+    %d = arith.addi %a, %a : i64
+    linalg.yield %d : i64
+  } -> tensor<4xi64>
+  return %y : tensor<4xi64>
+}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cf_assert_raises_instead_of_abort(backend):
+    fn = JitFunction(ASSERT_IR, "main", pipeline=backend)
+    x = torch.tensor([1, 2, 3, 4])
+    torch.testing.assert_close(fn(x), 2 * x)
+    with pytest.raises(FlexRuntimeError, match=r"first element \{must\} be >= 0") as e:
+        fn(torch.tensor([-1, 2, 3, 4]))
+    assert not isinstance(e.value, IndexError)
+    torch.testing.assert_close(fn(x), 2 * x)

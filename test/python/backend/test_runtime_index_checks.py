@@ -220,3 +220,37 @@ def test_cf_assert_raises_instead_of_abort(backend):
         fn(torch.tensor([-1, 2, 3, 4]))
     assert not isinstance(e.value, IndexError)
     torch.testing.assert_close(fn(x), 2 * x)
+
+
+
+# A capture of dynamic size (hand-written IR: flex-materialize does not take
+# dynamic captures from torch yet): its reads are guarded under scf.if, so a
+# short or empty capture raises instead of being read out of bounds.
+DYN_CAPTURE_IR = """
+func.func @main(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>,
+                %t: tensor<?xf32>) -> tensor<1x2x16x8xf32> {
+  %init = tensor.empty() : tensor<1x2x16x8xf32>
+  %o = flex.attention ins(%q, %k, %v : tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>)
+      captures(%t : tensor<?xf32>) outs(%init : tensor<1x2x16x8xf32>) scale(1.0) score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+    %e = tensor.extract %t[%n] : tensor<?xf32>
+    %r = arith.addf %s, %e : f32
+    flex.yield %r : f32
+  } -> tensor<1x2x16x8xf32>
+  return %o : tensor<1x2x16x8xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_capture_short_or_empty(backend):
+    fn = JitFunction(DYN_CAPTURE_IR, "main", pipeline=backend)
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(1, 2, 16, 8, generator=g) for _ in range(3))
+    t = torch.randn(16, generator=g)
+    ref = flex_attention(q, k, v, score_mod=lambda s, b, h, m, n: s + t[n], scale=1.0)
+    torch.testing.assert_close(fn(q, k, v, t), ref, atol=1e-5, rtol=1e-5)
+    with pytest.raises(FlexIndexError, match="index 10 is out of bounds for dimension 0 with size 10"):
+        fn(q, k, v, t[:10].clone())
+    with pytest.raises(FlexIndexError, match="index 0 is out of bounds for dimension 0 with size 0"):
+        fn(q, k, v, torch.empty(0))

@@ -190,3 +190,41 @@ func.func @assert_top_level(%c: i1, %t: tensor<4xf32>, %i: index) -> f32 {
   %e = tensor.extract %t[%i] : tensor<4xf32>
   return %e : f32
 }
+
+// -----
+
+// Remainder / quotient by a positive constant: (n + 3) % 16 and n / 2 are
+// in range (no check); (m - n) % 16 may be negative (checked).
+// CHECK-LABEL: func.func @rem_div
+// CHECK: score_mod
+// CHECK: %[[R:.*]] = arith.remsi %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: tensor.extract %{{.*}}[%[[R]]] : tensor<16xf32>
+// CHECK: %[[D:.*]] = arith.divui %{{.*}}, %{{.*}} : index
+// CHECK-NEXT: tensor.extract %{{.*}}[%[[D]]] : tensor<8xf32>
+// CHECK: %[[NEG:.*]] = arith.remsi %{{.*}}, %{{.*}} : index
+// CHECK: flex.check
+// CHECK: %[[SAFE:.*]] = arith.select %{{.*}}, %[[NEG]], %{{.*}} : index
+// CHECK: tensor.extract %{{.*}}[%[[SAFE]]] : tensor<16xf32>
+// CHECK-NOT: flex.check
+func.func @rem_div(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %t: tensor<16xf32>, %u: tensor<8xf32>) -> tensor<1x2x16x8xf32> {
+  %init = tensor.empty() : tensor<1x2x16x8xf32>
+  %o = flex.attention ins(%q, %k, %v : tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) captures(%t, %u : tensor<16xf32>, tensor<8xf32>) outs(%init : tensor<1x2x16x8xf32>) scale(1.0) score_mod {
+  ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+    %c2 = arith.constant 2 : index
+    %c3 = arith.constant 3 : index
+    %c16 = arith.constant 16 : index
+    %a = arith.addi %n, %c3 : index
+    %r = arith.remsi %a, %c16 : index
+    %e1 = tensor.extract %t[%r] : tensor<16xf32>
+    %d = arith.divui %n, %c2 : index
+    %e2 = tensor.extract %u[%d] : tensor<8xf32>
+    %diff = arith.subi %m, %n : index
+    %neg = arith.remsi %diff, %c16 : index
+    %e3 = tensor.extract %t[%neg] : tensor<16xf32>
+    %x = arith.addf %e1, %e2 : f32
+    %y = arith.addf %x, %e3 : f32
+    %z = arith.addf %s, %y : f32
+    flex.yield %z : f32
+  } -> tensor<1x2x16x8xf32>
+  return %o : tensor<1x2x16x8xf32>
+}

@@ -53,9 +53,37 @@ std::optional<int64_t> regionArgExtent(AttentionOp op, BlockArgument arg) {
   return ext;
 }
 
+std::optional<Range> rangeOf(Value v, int depth);
+
+/// Remainder / quotient by a positive constant (torch-mlir's roll, modular
+/// positions): [0, c-1] (or symmetric for a possibly negative signed
+/// dividend), quotient of a range.
+std::optional<Range> remOrDivRange(Operation *op, int depth) {
+  if (!isa<arith::RemSIOp, arith::RemUIOp, arith::DivSIOp, arith::DivUIOp,
+           arith::FloorDivSIOp>(op))
+    return std::nullopt;
+  APInt c;
+  if (!matchPattern(op->getOperand(1), m_ConstantInt(&c)) ||
+      c.getSExtValue() <= 0)
+    return std::nullopt;
+  int64_t d = c.getSExtValue();
+  auto a = rangeOf(op->getOperand(0), depth + 1);
+  bool nonNeg = a && a->lo >= 0;
+  if (isa<arith::RemUIOp>(op) || (isa<arith::RemSIOp>(op) && nonNeg))
+    return Range{0, d - 1};
+  if (isa<arith::RemSIOp>(op))
+    return Range{-(d - 1), d - 1};
+  if (!a || (isa<arith::DivUIOp>(op) && !nonNeg))
+    return std::nullopt;
+  auto floorDiv = [d](int64_t x) { return x >= 0 ? x / d : -((-x + d - 1) / d); };
+  if (isa<arith::FloorDivSIOp>(op))
+    return Range{floorDiv(a->lo), floorDiv(a->hi)};
+  return Range{a->lo / d, a->hi / d}; // truncating division is monotonic
+}
+
 /// Interval of the integer/index value `v` by interval arithmetic over
 /// constants, region indices and linalg.index, or nullopt.
-std::optional<Range> rangeOf(Value v, int depth = 0) {
+std::optional<Range> rangeOf(Value v, int depth) {
   if (depth > 12)
     return std::nullopt;
   APInt c;
@@ -86,6 +114,8 @@ std::optional<Range> rangeOf(Value v, int depth = 0) {
     auto r = rangeOf(op->getOperand(0), depth + 1);
     return r && r->lo >= 0 ? r : std::nullopt;
   }
+  if (auto r = remOrDivRange(op, depth))
+    return r;
   if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::MinSIOp,
           arith::MaxSIOp, arith::SelectOp>(op)) {
     unsigned first = isa<arith::SelectOp>(op) ? 1 : 0;
@@ -212,7 +242,7 @@ void guardRead(tensor::ExtractOp read, Operation *scope) {
     Value orig = wrapped ? *wrapped : index;
     int64_t lowFactor = wrapped ? -1 : 0; // low bound = lowFactor * size
     if (!ShapedType::isDynamic(size) && size > 0) {
-      std::optional<Range> r = rangeOf(orig);
+      std::optional<Range> r = rangeOf(orig, 0);
       if (r && r->lo >= lowFactor * size && r->hi < size)
         continue; // provably in range
     }

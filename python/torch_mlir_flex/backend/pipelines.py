@@ -37,6 +37,9 @@ TO_LLVM = ",".join(
         # on loads/stores narrower than 8 bits. Before the arith lowering, as
         # it adds arith.trunci/extui around the loads/stores.
         "flex-widen-i1-memrefs",
+        # Runtime checks (flex-insert-checks) -> stores into the status
+        # argument; after every loop exists, before scf-to-cf.
+        "flex-lower-checks",
         "expand-strided-metadata",
         "lower-affine",
         "convert-scf-to-cf",
@@ -55,6 +58,8 @@ PIPELINES = {
     "reference": "builtin.module("
     + ",".join(
         [
+            # Guard data-dependent reads, record cf.assert (runtime checks).
+            "flex-insert-checks",
             "func.func(linalg-generalize-named-ops)",
             BUFFERIZE,
             "func.func(flex-to-loops)",
@@ -97,6 +102,7 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
                                   "convert-cf-to-llvm,convert-openmp-to-llvm,")
     return "builtin.module(" + ",".join(
         [
+            "flex-insert-checks",
             flash,
             "canonicalize",
             "cse",

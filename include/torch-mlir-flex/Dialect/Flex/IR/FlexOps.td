@@ -196,4 +196,37 @@ def Flex_YieldOp : Flex_Op<"yield", [Pure, Terminator,
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";
 }
 
+
+def Flex_CheckOp : Flex_Op<"check", [MemoryEffects<[MemWrite]>]> {
+  let summary = "A runtime check recorded for the caller (no abort)";
+  let description = [{
+    When `condition` is false at run time, records a failure that the
+    caller turns into a Python exception after the call; execution goes
+    on (the code around the check must stay safe on failure, e.g. read a
+    clamped index). `message` is a Python `str.format` template whose
+    fields `{0}`, `{1}`, `{2}` are the (at most three) i64 `details`
+    (`{{` and `}}` are literal braces). Index errors start with the word
+    "index".
+
+    Produced by `flex-insert-checks` (guarded tensor.extract indices,
+    torch-mlir's `cf.assert`); lowered by `flex-lower-checks` to stores into
+    the status buffer of the enclosing function (see that pass). It writes
+    that buffer, hence the write effect: it is never erased, hoisted or
+    merged with another check.
+
+    ```mlir
+    %ok = arith.andi %ge0, %ltN : i1
+    flex.check %ok, "index {0} is out of bounds for dimension {1} with size {2}"
+        details(%i, %c0_i64, %c8_i64)
+    flex.check %same, "mismatched size for broadcast"
+    ```
+  }];
+  let arguments = (ins I1:$condition, StrAttr:$message,
+                       Variadic<I64>:$details);
+  let assemblyFormat = [{
+    $condition `,` $message (`details` `(` $details^ `)`)? attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // TORCH_MLIR_FLEX_DIALECT_FLEX_OPS

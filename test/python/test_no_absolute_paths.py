@@ -57,7 +57,8 @@ def test_rule_examples():
     venv = "/" + "opt/env/lib/python3.11/site-packages/llvm/bin/FileCheck"
     assert flagged(f"source {machine}") == [machine]
     assert flagged(f"FC={venv}") == [venv]
-    assert flagged("PYTHONPATH=/" + "home/me/src/python x") == ["/home/me/src/python"]
+    home = "/" + "home/me/src/python"
+    assert flagged(f"PYTHONPATH={home} x") == [home]
     for ok in ("#!/usr/bin/env bash", 'open("/proc/self/statm")', "-o /dev/null",
                "source .venv/bin/activate", "$PWD/python", "https://github.com/a/b",
                "<venv>/lib/libiomp5.so", "--out /tmp/crashes",

@@ -25,6 +25,8 @@ from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNode
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
 from .flex_hop import import_flex_attention
+from .errors import FlexImportError
+from .modifier_ops import explain_decomposition_failure
 from .modifiers import ModifierCache
 from .pipeline import lower_to_torch_backend
 from .verify import verify_flex_calls
@@ -215,12 +217,24 @@ def export_and_import(
     if decomposition_table is None:
         decomposition_table = get_decomposition_table()
     if decomposition_table:
-        prog = prog.run_decompositions(decomposition_table)
+        prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:
         prog.graph_module.print_readable()
     entry = fx_importer.import_program if experimental_support_mutation else fx_importer.import_frozen_program
     entry(prog, func_name=func_name, import_symbolic_shape_expressions=import_symbolic_shape_expressions)
     return _lower(fx_importer.module, output_type, verbose, enable_ir_printing, backend_legal_ops, allow_non_finites)
+
+
+def _run_decompositions(prog: ExportedProgram, table) -> ExportedProgram:
+    """prog.run_decompositions(table); an internal failure caused by an op
+    inside a flex modifier becomes a FlexImportError naming the op."""
+    try:
+        return prog.run_decompositions(table)
+    except Exception as e:
+        why = explain_decomposition_failure(prog.graph, e)
+        if why is None:
+            raise
+        raise FlexImportError(why) from e
 
 
 def stateless_fx_import(

@@ -20,11 +20,11 @@ from torch.export import ExportedProgram
 from torch_mlir import ir
 from torch_mlir.compiler_utils import BackendLoweringOptions, OutputType, lower_mlir_module
 from torch_mlir.dialects import torch as torch_d
-from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNodeImporter
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
 from .flex_hop import import_flex_attention
+from .decompositions import flex_decomposition_table
 from .errors import FlexImportError
 from .modifier_ops import explain_decomposition_failure
 from .modifiers import ModifierCache
@@ -113,7 +113,8 @@ class FlexFxImporter(FxImporter):
     def import_frozen_program(self, prog: ExportedProgram, **kwargs) -> ir.Operation:
         def run():
             strip_block_mask_tensors(prog.graph)
-            return super(FlexFxImporter, self).import_frozen_program(prog, **kwargs)
+            return super(FlexFxImporter, self).import_frozen_program(
+                _WithConstantBuffers(prog), **kwargs)
 
         return self._top_level(run)
 
@@ -165,6 +166,25 @@ class FlexFxImporter(FxImporter):
         return func_op
 
 
+class _WithConstantBuffers:
+    """A view of an ExportedProgram whose ``state_dict`` also holds the
+    non-persistent buffers (rotary ``inv_freq``, BERT ``position_ids``):
+    torch.export keeps those in ``constants``, where upstream's
+    import_frozen_program does not look for buffers.  Every other attribute
+    is the program's own."""
+
+    def __init__(self, prog: ExportedProgram):
+        self._prog = prog
+        state = dict(prog.state_dict)
+        for name in prog.graph_signature.inputs_to_buffers.values():
+            if name not in state and name in prog.constants:
+                state[name] = prog.constants[name]
+        self.state_dict = state
+
+    def __getattr__(self, name):
+        return getattr(self._prog, name)
+
+
 def _erase_unused_literals(func_op):
     """Erases ``torch.vtensor.literal`` ops left without uses (e.g. BlockMask
     constants that import_program binds eagerly)."""
@@ -202,7 +222,8 @@ def export_and_import(
     """Like torch_mlir.fx.export_and_import, with complete flex_attention import.
 
     ``experimental_support_mutation=True`` selects import_program, otherwise
-    import_frozen_program.  For output types other than "raw" the module is
+    import_frozen_program.  ``f`` is exported under ``torch.no_grad()``; the
+    default decompositions are ``flex_decomposition_table()``.  For output types other than "raw" the module is
     lowered with the flex-aware pipeline (see pipeline.py)."""
     if fx_importer is None:
         context = ir.Context()
@@ -213,9 +234,12 @@ def export_and_import(
     if isinstance(f, ExportedProgram):
         prog = f
     else:
-        prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        # Inference graphs (like compile()): flex_attention refuses to trace
+        # a backward on CPU when parameters require grad.
+        with torch.no_grad():
+            prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     if decomposition_table is None:
-        decomposition_table = get_decomposition_table()
+        decomposition_table = flex_decomposition_table()
     if decomposition_table:
         prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:

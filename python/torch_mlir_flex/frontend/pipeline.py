@@ -14,6 +14,7 @@ from torch_mlir import ir
 from torch_mlir.compiler_utils import TorchMlirCompilerError, run_pipeline_with_repro_report
 
 from .cleanup import prune_dead_torch_ops
+from ..importer.custom_ops import CUSTOM_OP_HINT
 from .errors import FlexFrontendError
 from .fixups import widen_int32_index_tensors
 from .outline import FlexCallInfo, outline_flex_calls
@@ -143,7 +144,7 @@ def _check_known_ops(module):
         if op.name == "torch.operator":
             raise FlexFrontendError(
                 f"op '{_torch_op_name(op)}' (torch.operator) is not known to torch-mlir "
-                "and cannot be lowered")
+                f"and cannot be lowered; if it is a custom op, {CUSTOM_OP_HINT}")
 
 
 def _check_final(module):

@@ -24,6 +24,7 @@ from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNode
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
 from .flex_hop import import_flex_attention
+from .custom_ops import custom_op_decompositions
 from .decompositions import flex_decomposition_table
 from .errors import FlexImportError
 from .modifier_ops import explain_decomposition_failure
@@ -223,7 +224,8 @@ def export_and_import(
 
     ``experimental_support_mutation=True`` selects import_program, otherwise
     import_frozen_program.  ``f`` is exported under ``torch.no_grad()``; the
-    default decompositions are ``flex_decomposition_table()``.  For output types other than "raw" the module is
+    default decompositions are ``flex_decomposition_table()``; custom ops with
+    a registered decomposition are decomposed too (custom_ops.py).  For output types other than "raw" the module is
     lowered with the flex-aware pipeline (see pipeline.py)."""
     if fx_importer is None:
         context = ir.Context()
@@ -240,6 +242,7 @@ def export_and_import(
             prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     if decomposition_table is None:
         decomposition_table = flex_decomposition_table()
+    decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
     if decomposition_table:
         prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:

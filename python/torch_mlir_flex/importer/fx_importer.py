@@ -24,6 +24,7 @@ from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNode
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
 from .flex_hop import import_flex_attention
+from .closure_captures import inline_scalar_constants, forget_capture_constant_values
 from .custom_ops import custom_op_decompositions
 from .decompositions import flex_decomposition_table
 from .errors import FlexImportError
@@ -243,6 +244,8 @@ def export_and_import(
     if decomposition_table is None:
         decomposition_table = flex_decomposition_table()
     decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
+    forget_capture_constant_values(prog)
+    inline_scalar_constants(prog)
     if decomposition_table:
         prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:

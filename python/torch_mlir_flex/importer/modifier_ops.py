@@ -30,7 +30,7 @@ def op_name(node: fx.Node) -> str:
     return packet or getattr(t, "__name__", str(t))
 
 
-def _modifiers(graph: fx.Graph) -> Iterator[Tuple[str, str, fx.GraphModule]]:
+def modifier_submodules(graph: fx.Graph) -> Iterator[Tuple[str, str, fx.GraphModule]]:
     """(kind, attribute name, submodule) of every flex modifier in ``graph``."""
     root = graph.owning_module
     for n in flex_nodes(graph):
@@ -50,7 +50,7 @@ def explain_decomposition_failure(graph: fx.Graph, exc: BaseException) -> Option
     """A one-line cause for ``exc`` raised by run_decompositions, or None."""
     if FUNCTIONAL_TENSOR_ERROR not in str(exc):
         return None
-    mods = list(_modifiers(graph))
+    mods = list(modifier_submodules(graph))
     for kind, name, gm in mods:
         for op in _called_ops(gm):
             if op in UNSUPPORTED_IN_MODIFIER:

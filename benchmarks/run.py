@@ -1,5 +1,6 @@
 """Benchmark: our tiled pipeline vs eager / compiled flex_attention vs SDPA.
 
+    source .venv/bin/activate
     PYTHONPATH=python python -m benchmarks.run [--quick] [--sizes 1024,4096]
     PYTHONPATH=python python -m benchmarks.run --overhead-only
 

@@ -277,6 +277,8 @@ class Mutant:
     seed_name: str
     mutations: List[str]
     text: str
+    # flex-opt argument lists to run it with (token mutants: its file's RUN lines)
+    runs: Optional[List[List[str]]] = None
 
 
 def make_mutants(n: int, seed: int, seeds: Optional[Sequence[Tuple[str, str]]] = None) -> List[Mutant]:

@@ -386,6 +386,53 @@ def find_token_crashes(mutants: Sequence[Mutant], modes: dict, allow_known: bool
     return crashes
 
 
+def python_worker(texts: Sequence[str], call: bool, timeout: float = 240.0):
+    """Runs py_fuzz_worker.py on `texts` in a fresh interpreter ->
+    (CompletedProcess, list of its JSON events)."""
+    import json
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(list(texts), f)
+        path = f.name
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), str(ROOT)] + (
+        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    try:
+        r = subprocess.run([sys.executable, "-m", "test.robustness.py_fuzz_worker", path]
+                           + (["--call"] if call else []),
+                           capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT))
+    finally:
+        os.unlink(path)
+    return r, [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+
+
+def find_python_failures(mutants: Sequence[Mutant], call: bool = False, chunk: int = 250,
+                         log=None) -> List[str]:
+    """The mutants through Module.parse and compile_mlir (py_fuzz_worker.py),
+    `chunk` per process; a dead worker is restarted after the mutant it died
+    on. Returns a description per abort or unexpected exception."""
+    failures, start = [], 0
+    while start < len(mutants):
+        group = mutants[start:start + chunk]
+        r, events = python_worker([m.text for m in group], call, timeout=60.0 + 5.0 * len(group))
+        for e in events:
+            if e["event"] == "done" and e["outcome"].startswith("unexpected"):
+                m = group[e["index"]]
+                failures.append(f"{m.seed_name} {m.mutations} {e['step']}: {e['outcome']}\n{m.text}")
+        if events and events[-1].get("event") == "finished":
+            start += len(group)
+        else:
+            started = [e for e in events if e["event"] == "start"]
+            i = started[-1]["index"] if started else 0
+            m = group[i]
+            failures.append(f"worker died (rc={r.returncode}) in {started[-1]['step'] if started else '?'} of "
+                            f"{m.seed_name} {m.mutations}:\n{m.text}\n" + "\n".join(r.stderr.splitlines()[-15:]))
+            start += i + 1
+        if log:
+            log(f"python API: {start}/{len(mutants)} mutants, {len(failures)} failure(s)")
+    return failures
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mutants", type=int, default=1000)
@@ -393,6 +440,8 @@ def main(argv=None):
     ap.add_argument("--mode", default="all", help="one of the modes (see --list-modes), or all")
     ap.add_argument("--list-modes", action="store_true")
     ap.add_argument("--out", help="directory to write crashing inputs to")
+    ap.add_argument("--python", action="store_true",
+                    help="with --token: also run the mutants through Module.parse and compile_mlir")
     ap.add_argument("--token", action="store_true",
                     help="single-token mutants of the lit inputs (token_fuzz.py), run with their "
                          "files' RUN-line flex-opt arguments and the backend pipelines")
@@ -409,7 +458,13 @@ def main(argv=None):
         mutants = make_token_mutants(a.mutants, a.seed)
         total = find_token_crashes(mutants, {m: all_modes[m] for m in modes if m.startswith("pipeline")},
                                    log=print)
-        print(f"{len(mutants)} single-token mutants, {len(total)} crash(es)")
+        print(f"{len(mutants)} single-token mutants, {len(total)} crash(es) in flex-opt")
+        if a.python:
+            failures = find_python_failures(mutants, log=print)
+            print("\n\n".join(failures[:5]))
+            print(f"{len(mutants)} single-token mutants, {len(failures)} failure(s) in the Python API")
+            if failures and not total:
+                return 1
         modes = []
     else:
         mutants = make_mutants(a.mutants, a.seed)

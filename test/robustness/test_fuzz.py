@@ -2,16 +2,14 @@
 die by a signal on malformed or odd IR; errors are diagnostics/exceptions.
 See fuzz.py for the mutations and docs/robustness.md for the findings."""
 
-import json
 import os
-import sys
 import time
 import zlib
 
 import pytest
 
 from . import fuzz, token_fuzz
-from .helpers import ROOT, died_by_signal, subprocess_env
+from .helpers import ROOT, died_by_signal
 
 SEED = 20261001
 N_FLEX_OPT = int(os.environ.get("FLEX_FUZZ_MUTANTS", "500"))
@@ -102,14 +100,7 @@ def test_transform_sizes_sweep_flex_opt():
 
 
 def _run_worker(mutants, tmp_path, call):
-    path = tmp_path / "mutants.json"
-    path.write_text(json.dumps([m.text for m in mutants]))
-    import subprocess
-
-    args = [sys.executable, "-m", "test.robustness.py_fuzz_worker", str(path)] + (["--call"] if call else [])
-    r = subprocess.run(args, capture_output=True, text=True, timeout=240, env=subprocess_env(), cwd=str(ROOT))
-    events = [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
-    return r, events
+    return fuzz.python_worker([m.text for m in mutants], call)
 
 
 @pytest.mark.parametrize("batch", [0, 1])

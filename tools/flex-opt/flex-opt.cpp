@@ -26,9 +26,26 @@ static MlirOptMainConfig withPreVerification(MlirOptMainConfig config) {
     return config;
   MlirOptMainConfig requested = config;
   config.verifyOnParsing(false);
-  config.setPassPipelineSetupFn([requested](PassManager &pm) {
+  config.setPassPipelineSetupFn([requested](PassManager &pm) -> LogicalResult {
+    // --pass-pipeline replaces what pm holds: build the requested pipeline,
+    // then put it behind ours through its textual form.
+    if (failed(requested.setupPassPipeline(pm)))
+      return failure();
+    if (pm.size() == 0) {
+      pm.addPass(flex::createPreVerifyPass());
+      return success();
+    }
+    std::string pipeline;
+    llvm::raw_string_ostream os(pipeline);
+    pm.printAsTextualPipeline(os);
+    // "anchor(A,B)" -> "A,B", the form that appends to pm.
+    StringRef passes = StringRef(pipeline).trim();
+    passes = passes.drop_until([](char c) { return c == '('; })
+                 .drop_front()
+                 .drop_back();
+    pm.clear();
     pm.addPass(flex::createPreVerifyPass());
-    return requested.setupPassPipeline(pm);
+    return parsePassPipeline(passes, pm, llvm::errs());
   });
   return config;
 }

@@ -9,26 +9,70 @@
 
 using namespace mlir;
 
+/// Static shapes (tensor<AxBx...>, memref<...>, vector<...>) with more than
+/// 2^56 elements: the parser and passes assert computing their element count
+/// or strides ("integer overflow in ..."). The cap keeps the size in bits of
+/// any element type in range.
+static constexpr uint64_t kMaxElements = uint64_t(1) << 56;
+
+/// Position of the first shaped type in `line` with too many elements.
+static size_t findHugeShape(StringRef line) {
+  for (StringRef kind : {"tensor<", "memref<", "vector<"}) {
+    for (size_t at = line.find(kind); at != StringRef::npos;
+         at = line.find(kind, at + 1)) {
+      StringRef rest = line.drop_front(at + kind.size());
+      uint64_t elements = 1;
+      while (true) {
+        rest = rest.ltrim().ltrim('[');
+        uint64_t dim;
+        if (!rest.consumeInteger(10, dim)) {
+          if (dim != 0 && elements > kMaxElements / dim)
+            return at;
+          elements *= std::max<uint64_t>(dim, 1);
+        } else if (!rest.consume_front("?")) {
+          break;
+        }
+        rest = rest.ltrim().ltrim(']').ltrim();
+        if (!rest.consume_front("x"))
+          break;
+      }
+    }
+  }
+  return StringRef::npos;
+}
+
+static void printError(const llvm::MemoryBuffer &buffer, const char *at,
+                       const Twine &message) {
+  llvm::SourceMgr mgr;
+  mgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBuffer(
+                             buffer.getBuffer(), buffer.getBufferIdentifier()),
+                         llvm::SMLoc());
+  mgr.PrintMessage(llvm::SMLoc::getFromPointer(at), llvm::SourceMgr::DK_Error,
+                   message);
+}
+
 LogicalResult
 mlir::flex::checkKnownParserAborts(const llvm::MemoryBuffer &buffer) {
   // parseDenseArrayAttr asserts "only integers and floats have a bitwidth".
-  llvm::Regex arrayOfIndex("array[[:space:]]*<[[:space:]]*index([^_[:alnum:]]|$)");
+  llvm::Regex arrayOfIndex(
+      "array[[:space:]]*<[[:space:]]*index([^_[:alnum:]]|$)");
   StringRef text = buffer.getBuffer();
   for (size_t pos = 0; pos < text.size();) {
     size_t eol = text.find('\n', pos);
     StringRef line = text.slice(pos, eol).split("//").first;
     SmallVector<StringRef, 1> match;
     if (arrayOfIndex.match(line, &match)) {
-      llvm::SourceMgr mgr;
-      mgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBuffer(
-                                 buffer.getBuffer(), buffer.getBufferIdentifier()),
-                             llvm::SMLoc());
-      mgr.PrintMessage(llvm::SMLoc::getFromPointer(match[0].data()),
-                       llvm::SourceMgr::DK_Error,
-                       "a dense array attribute of index elements "
-                       "(array<index: ...>) is not supported (it crashes the "
-                       "MLIR 22.1.8 parser); use array<i32: ...> or "
-                       "array<i64: ...>");
+      printError(buffer, match[0].data(),
+                 "a dense array attribute of index elements (array<index: "
+                 "...>) is not supported (it crashes the MLIR 22.1.8 "
+                 "parser); use array<i32: ...> or array<i64: ...>");
+      return failure();
+    }
+    if (size_t at = findHugeShape(line); at != StringRef::npos) {
+      printError(buffer, line.data() + at,
+                 "a shaped type with a dimension or element count above 2^56 is "
+                 "not supported "
+                 "(MLIR 22.1.8 crashes computing its size)");
       return failure();
     }
     if (eol == StringRef::npos)

@@ -28,6 +28,12 @@ _TRANSFORM_OP = re.compile(r"\"?transform\.[\w.]+")
 _NEGATIVE_IN_LIST = re.compile(r"(?:\[|array\s*<\s*i64\s*:)[^\]>]*?(-\s*\d+)")
 
 
+# Static shapes with a dimension or element count above 2^56: the parser
+# (dense constants) and passes (strides) assert on the int64 overflow.
+_SHAPED = re.compile(r"\b(?:tensor|memref|vector)\s*<((?:\s*\[?(?:\d+|\?)\]?\s*x)+)")
+_MAX_ELEMENTS = 1 << 56
+
+
 def _flex_backend_error(message: str):
     from .jit import FlexBackendError
 
@@ -51,6 +57,17 @@ def _check_transform_sizes(text: str):
                 "and MLIR 22.1.8 crashes on them instead of reporting an error")
 
 
+def _check_shapes(text: str):
+    for m in _SHAPED.finditer(text):
+        elements = 1
+        for d in re.findall(r"\d+", m.group(1)):
+            elements *= max(int(d), 1)
+            if int(d) > 0 and elements > _MAX_ELEMENTS:
+                raise _flex_backend_error(
+                    f"cannot parse module: line {_line_of(text, m.start())}: a shaped type with a dimension or "
+                    "element count above 2^56 is not supported (MLIR 22.1.8 crashes computing its size)")
+
+
 def check_known_parser_aborts(text: str):
     """Raises FlexBackendError if `text` holds a construct on which the MLIR
     22.1.8 parser or verifier asserts and kills the process instead of
@@ -61,6 +78,7 @@ def check_known_parser_aborts(text: str):
             raise _flex_backend_error(
                 f"cannot parse module: line {_line_of(text, m.start())}: {what} is not supported "
                 f"(it crashes the MLIR 22.1.8 parser); {advice}")
+    _check_shapes(text)
     _check_transform_sizes(text)
 
 

@@ -6,6 +6,8 @@ and runs `flex-opt` on the mutants.  The property checked is only "never dies
 by a signal": exit code 0, or 1 with an `error:` diagnostic, are both fine.
 
     python -m test.robustness.fuzz --mutants 2000 --seed 7      # standalone
+    python -m test.robustness.fuzz --token --python --mutants 5000 --seed 9
+                                   # single-token mutants (token_fuzz.py), flex-opt + Python API
 """
 
 import argparse

@@ -27,11 +27,14 @@ on random inputs (N(0,1) floats, small non-negative ints, random bools;
 
 Errors (missing or malformed file, compile failure) are printed on stderr
 as `torch-mlir-flex: error: ...` with exit status 1; no traceback unless
---traceback.
+--traceback. The work runs in a child process, so that even a crash inside
+MLIR or LLVM (an assertion, a segfault) ends in that message and exit 1.
 """
 
 import argparse
 import os
+import signal
+import subprocess
 import sys
 
 STAGES = ("torch", "linalg", "flex", "loops", "llvm")
@@ -243,7 +246,40 @@ def _run(fn, args, model, ns, path, ep):
     return 0
 
 
+# Set in the child process that does the work (see `main`).
+_CHILD_ENV = "TORCH_MLIR_FLEX_CLI_CHILD"
+
+
+def _crash_message(rc: int) -> str:
+    sig = -rc if rc < 0 else rc - 128
+    try:
+        what = f"signal {signal.Signals(sig).name}"
+    except ValueError:
+        what = f"exit status {rc}"
+    return (f"{PROG}: error: the process crashed ({what}) instead of reporting an error; "
+            "this is a bug in torch-mlir-flex or MLIR (see the messages above)")
+
+
 def main(argv=None) -> int:
+    """Runs `_main` in a child process and turns a crash of that process
+    into `torch-mlir-flex: error: ...` and exit status 1."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get(_CHILD_ENV):
+        return _main(argv)
+    env = dict(os.environ, **{_CHILD_ENV: "1"})
+    try:
+        rc = subprocess.call([sys.executable, "-m", "torch_mlir_flex", *argv], env=env)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    if rc < 0 or rc > 130 or rc == 128:
+        sys.stdout.flush()
+        print(_crash_message(rc), file=sys.stderr)
+        return 1
+    return rc
+
+
+def _main(argv) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command != "compile":

@@ -6,6 +6,8 @@ and runs `flex-opt` on the mutants.  The property checked is only "never dies
 by a signal": exit code 0, or 1 with an `error:` diagnostic, are both fine.
 
     python -m test.robustness.fuzz --mutants 2000 --seed 7      # standalone
+    python -m test.robustness.fuzz --token --python --mutants 5000 --seed 9
+                                   # single-token mutants (token_fuzz.py), flex-opt + Python API
 """
 
 import argparse
@@ -277,6 +279,8 @@ class Mutant:
     seed_name: str
     mutations: List[str]
     text: str
+    # flex-opt argument lists to run it with (token mutants: its file's RUN lines)
+    runs: Optional[List[List[str]]] = None
 
 
 def make_mutants(n: int, seed: int, seeds: Optional[Sequence[Tuple[str, str]]] = None) -> List[Mutant]:
@@ -313,15 +317,14 @@ class Crash:
 
 
 # Aborts inside upstream MLIR 22.1.8 that our Python JIT guards against
-# (backend/jit.py) but a bare flex-opt --pass-pipeline=<to LLVM> still hits.
+# (backend/prechecks.py) but a bare flex-opt --pass-pipeline=<to LLVM> still
+# hits. (array<index: ...>, which crashes the parser, and out-of-range
+# transform sizes are rejected by flex-opt itself: tools/flex-opt/PreVerify.cpp.)
 KNOWN_UPSTREAM = {
     # name: (substrings that must all be in stderr, explanation)
     "i1-memref": (["integralElementType.getWidth() >= 8"],
                   "finalize-memref-to-llvm asserts on memref.load/store of i1 (sub-byte) elements; "
                   "backend/jit.py rejects such IR before that pass"),
-    "array-index": (["only integers and floats have a bitwidth", "parseDenseArrayAttr"],
-                    "the parser asserts on array<index: ...>; backend/jit.py "
-                    "(check_known_parser_aborts) rejects such text before parsing"),
 }
 
 
@@ -367,6 +370,71 @@ def find_crashes(mutants: Sequence[Mutant], mode: str, args: Sequence[str], batc
     return crashes
 
 
+def find_token_crashes(mutants: Sequence[Mutant], modes: dict, allow_known: bool = True,
+                       log=None) -> List[Crash]:
+    """Single-token mutants (token_fuzz.py): each through flex-opt with its
+    file's RUN-line arguments, then all of them through every mode in `modes`."""
+    groups = {}
+    for m in mutants:
+        for args in m.runs or [[]]:
+            groups.setdefault(tuple(args), []).append(m)
+    crashes = []
+    for args, group in groups.items():
+        crashes += find_crashes(group, "lit " + " ".join(args), list(args), allow_known=allow_known)
+    for mode, args in modes.items():
+        crashes += find_crashes(mutants, mode, args, allow_known=allow_known)
+        if log:
+            log(f"{mode}: {len(mutants)} mutants, {len(crashes)} crash(es) so far")
+    return crashes
+
+
+def python_worker(texts: Sequence[str], call: bool, timeout: float = 240.0):
+    """Runs py_fuzz_worker.py on `texts` in a fresh interpreter ->
+    (CompletedProcess, list of its JSON events)."""
+    import json
+
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(list(texts), f)
+        path = f.name
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), str(ROOT)] + (
+        [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    try:
+        r = subprocess.run([sys.executable, "-m", "test.robustness.py_fuzz_worker", path]
+                           + (["--call"] if call else []),
+                           capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT))
+    finally:
+        os.unlink(path)
+    return r, [json.loads(l) for l in r.stdout.splitlines() if l.startswith("{")]
+
+
+def find_python_failures(mutants: Sequence[Mutant], call: bool = False, chunk: int = 250,
+                         log=None) -> List[str]:
+    """The mutants through Module.parse and compile_mlir (py_fuzz_worker.py),
+    `chunk` per process; a dead worker is restarted after the mutant it died
+    on. Returns a description per abort or unexpected exception."""
+    failures, start = [], 0
+    while start < len(mutants):
+        group = mutants[start:start + chunk]
+        r, events = python_worker([m.text for m in group], call, timeout=60.0 + 5.0 * len(group))
+        for e in events:
+            if e["event"] == "done" and e["outcome"].startswith("unexpected"):
+                m = group[e["index"]]
+                failures.append(f"{m.seed_name} {m.mutations} {e['step']}: {e['outcome']}\n{m.text}")
+        if events and events[-1].get("event") == "finished":
+            start += len(group)
+        else:
+            started = [e for e in events if e["event"] == "start"]
+            i = started[-1]["index"] if started else 0
+            m = group[i]
+            failures.append(f"worker died (rc={r.returncode}) in {started[-1]['step'] if started else '?'} of "
+                            f"{m.seed_name} {m.mutations}:\n{m.text}\n" + "\n".join(r.stderr.splitlines()[-15:]))
+            start += i + 1
+        if log:
+            log(f"python API: {start}/{len(mutants)} mutants, {len(failures)} failure(s)")
+    return failures
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mutants", type=int, default=1000)
@@ -374,15 +442,35 @@ def main(argv=None):
     ap.add_argument("--mode", default="all", help="one of the modes (see --list-modes), or all")
     ap.add_argument("--list-modes", action="store_true")
     ap.add_argument("--out", help="directory to write crashing inputs to")
+    ap.add_argument("--python", action="store_true",
+                    help="with --token: also run the mutants through Module.parse and compile_mlir")
+    ap.add_argument("--token", action="store_true",
+                    help="single-token mutants of the lit inputs (token_fuzz.py), run with their "
+                         "files' RUN-line flex-opt arguments and the backend pipelines")
     a = ap.parse_args(argv)
     all_modes = available_modes()
     if a.list_modes:
         for k, v in all_modes.items():
             print(k, " ".join(v))
         return 0
-    mutants = make_mutants(a.mutants, a.seed)
     modes = list(all_modes) if a.mode == "all" else [a.mode]
-    total = []
+    if a.token:
+        from .token_fuzz import make_token_mutants
+
+        mutants = make_token_mutants(a.mutants, a.seed)
+        total = find_token_crashes(mutants, {m: all_modes[m] for m in modes if m.startswith("pipeline")},
+                                   log=print)
+        print(f"{len(mutants)} single-token mutants, {len(total)} crash(es) in flex-opt")
+        if a.python:
+            failures = find_python_failures(mutants, log=print)
+            print("\n\n".join(failures[:5]))
+            print(f"{len(mutants)} single-token mutants, {len(failures)} failure(s) in the Python API")
+            if failures and not total:
+                return 1
+        modes = []
+    else:
+        mutants = make_mutants(a.mutants, a.seed)
+        total = []
     for mode in modes:
         cs = find_crashes(mutants, mode, all_modes[mode])
         total += cs

@@ -90,3 +90,21 @@ def test_cli_on_fuzz_mutants(tmp_path):
         assert "Traceback" not in r.stderr, (m.seed_name, m.mutations, m.text, r.stderr)
         if r.returncode:
             assert "torch-mlir-flex: error:" in r.stderr
+
+
+def test_crash_in_child_is_exit_1(tmp_path):
+    """The CLI works in a child process: even a process crash (here a model
+    file that calls os.abort()) ends in `torch-mlir-flex: error:` and exit 1."""
+    require_cli()
+    py = tmp_path / "model.py"
+    py.write_text("import os\ndef get_model():\n    os.abort()\ndef get_inputs():\n    return ()\n")
+    check_clean_error(run_cli("compile", str(py)), "crashed (signal SIGABRT)")
+
+
+def test_transform_size_out_of_range(tmp_path):
+    """A tile size of INT64_MIN used to abort the verifier (exit 134)."""
+    require_cli()
+    text = (ROOT / "test/robustness/inputs/crashes/transform_tile_using_for_int64_min.mlir").read_text()
+    f = tmp_path / "t.mlir"
+    f.write_text(text)
+    check_clean_error(run_cli("compile", str(f)), "has a negative size -9223372036854775808")

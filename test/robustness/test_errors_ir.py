@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from .helpers import died_by_signal, require_pass, run_flex_opt
+from .helpers import ROOT, died_by_signal, require_pass, run_flex_opt
 
 
 def attention(q, k, v, o, elt="f32", extra_attrs="", lse=None):
@@ -140,3 +140,150 @@ def test_materialize_through_compile_mlir():
 
     with pytest.raises(FlexBackendError, match=r"(?s)^materialize: .*score_mod @score has 5 arguments"):
         compile_mlir(OUTLINED)
+
+
+# --------------------------------------------------------------------------
+# Inputs that used to abort flex-opt: interface models a registered dialect
+# promises but nobody registered (MLIR reports "checking for an interface
+# ... that was promised by dialect 'X' but never implemented" and aborts),
+# and transform sizes out of range.
+# --------------------------------------------------------------------------
+
+_LLVM_CALL = """
+llvm.func @g() {
+  llvm.return
+}
+llvm.func @f() {
+  llvm.call @g() : () -> ()
+  llvm.return
+}
+"""
+_GPU_LAUNCH = """
+module attributes {transform.with_named_sequence} {}
+func.func @f(%m: memref<4xf32>) {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%x = %c1, %y = %c1, %z = %c1) threads(%tx, %ty, %tz) in (%a = %c1, %b = %c1, %c = %c1) {
+    %0 = memref.alloc() : memref<4xf32>
+    memref.copy %m, %0 : memref<4xf32> to memref<4xf32>
+    gpu.terminator
+  }
+  return
+}
+"""
+_DIALECT_TO_LLVM = """
+func.func @f(%a: i32) -> i32 {
+  %r = arith.addi %a, %a : i32
+  return %r : i32
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["func.func"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    transform.apply_conversion_patterns to %0 {
+      transform.apply_conversion_patterns.dialect_to_llvm "arith"
+    } {
+    } : !transform.any_op
+    transform.yield
+  }
+}
+"""
+_MEMREF_LOAD = """
+func.func @f(%m: memref<4xf32>, %i: index) -> f32 {
+  %v = memref.load %m[%i] : memref<4xf32>
+  return %v : f32
+}
+"""
+
+
+def _widen_chunk_6():
+    """Chunk #6 of widen-i1-memrefs.mlir, unmodified: cf branches."""
+    from .fuzz import _strip_lit
+
+    return _strip_lit((ROOT / "test/Dialect/Flex/widen-i1-memrefs.mlir").read_text().split("// -----")[6])
+
+
+def _reference_pipeline():
+    from torch_mlir_flex.backend import get_pipeline
+
+    return "--pass-pipeline=" + get_pipeline("reference")
+
+
+PROMISED = {
+    # name: (module text or a function making it, flex-opt args, regex the output must match)
+    "cf_bufferization": (_widen_chunk_6, _reference_pipeline, r"llvm\.cond_br"),
+    "cf_tensor_branches": (lambda: (ROOT / "test/robustness/inputs/crashes/cf_branch_tensors.mlir").read_text(),
+                           lambda: "--one-shot-bufferize=bufferize-function-boundaries", r"cf\.br \^bb3\(%arg0 : memref"),
+    "llvm_inliner": (lambda: _LLVM_CALL, lambda: "--inline", r"llvm\.func @f\(\) \{\s*llvm\.return"),
+    "gpu_buffer_deallocation": (lambda: _GPU_LAUNCH, lambda: "--ownership-based-buffer-deallocation",
+                                r"memref\.dealloc|bufferization\.dealloc"),
+    # The verifier finds arith's ConvertToLLVMPatternInterface, then reports
+    # the missing type converter (a diagnostic: exit 1).
+    "convert_to_llvm_interface": (lambda: _DIALECT_TO_LLVM, lambda: "--transform-interpreter",
+                                  r"error: pattern descriptor does not specify type converter"),
+    "runtime_verification": (lambda: _MEMREF_LOAD, lambda: "--generate-runtime-verification",
+                             r"cf\.assert .*out-of-bounds"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROMISED))
+def test_promised_interface_models_are_registered(name):
+    text, args, pattern = PROMISED[name]
+    r = run_flex_opt(text(), args())
+    assert not died_by_signal(r.returncode), r.stderr[-2000:]
+    assert r.returncode == (1 if pattern.startswith("error:") else 0), r.stderr[-2000:]
+    assert re.search(pattern, r.stdout + r.stderr), (r.stdout + r.stderr)[-2000:]
+
+
+TRANSFORM_SIZES = {
+    # name: (tile op text, diagnostic)
+    "for_int64_min": ("transform.structured.tile_using_for %0 tile_sizes [0, 0, -9223372036854775808]",
+                      r"'transform.structured.tile_using_for' op has 1 dynamic sizes .* but only 0 size operands"),
+    "forall_int64_min": ("transform.structured.tile_using_forall %0 tile_sizes [-9223372036854775808, 2]",
+                         r"'transform.structured.tile_using_forall' op has 1 dynamic sizes"),
+    "for_negative": ("transform.structured.tile_using_for %0 tile_sizes [0, -1]",
+                     r"'transform.structured.tile_using_for' op 'static_sizes' holds -1: sizes must be >= 0"),
+    "forall_negative_threads": ("transform.structured.tile_using_forall %0 num_threads [2, -4]",
+                                r"'static_num_threads' holds -4"),
+}
+
+
+def _tiling_script(tile_op):
+    return f"""
+func.func @main(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>, %c: tensor<8x8xf32>) -> tensor<8x8xf32> {{
+  %r = linalg.matmul ins(%a, %b : tensor<8x8xf32>, tensor<8x8xf32>) outs(%c : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}}
+module attributes {{transform.with_named_sequence}} {{
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {{transform.readonly}}) {{
+    %0 = transform.structured.match ops{{["linalg.matmul"]}} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = {tile_op} : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORM_SIZES))
+def test_transform_sizes_out_of_range(name):
+    """flex-opt diagnoses them before the upstream verifier / tiling asserts;
+    compile_mlir rejects the text before parsing."""
+    from torch_mlir_flex.backend import FlexBackendError, compile_mlir
+
+    op, pattern = TRANSFORM_SIZES[name]
+    text = _tiling_script(op)
+    r = run_flex_opt(text, "--transform-interpreter")
+    assert not died_by_signal(r.returncode), r.stderr[-2000:]
+    assert r.returncode == 1 and re.search(pattern, r.stderr), r.stderr
+    with pytest.raises(FlexBackendError, match=r"has a negative size -\d+; transform sizes must be >= 0"):
+        compile_mlir(text)
+
+
+def test_transform_sizes_in_range_still_work():
+    r = run_flex_opt(_tiling_script("transform.structured.tile_using_for %0 tile_sizes [4, 0, 0]"),
+                     "--transform-interpreter")
+    assert r.returncode == 0 and "scf.for" in r.stdout, r.stderr
+
+
+def test_array_of_index_rejected_by_flex_opt():
+    """The parser asserts on array<index: ...>; flex-opt rejects the text first."""
+    r = run_flex_opt((ROOT / "test/robustness/inputs/crashes/array_index_attr.mlir").read_text())
+    assert r.returncode == 1 and "array<index: ...>) is not supported" in r.stderr, r.stderr

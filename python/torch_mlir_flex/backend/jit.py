@@ -21,25 +21,7 @@ from . import memref_abi
 from .calling import entry_signature, find_func, status_messages, to_destination_passing
 from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
 from .shapes import ShapeProgram
-
-
-# Inputs that abort (not diagnose) this MLIR's parser; rejected before parsing.
-_PARSER_ABORTS = [
-    # parseDenseArrayAttr asserts "only integers and floats have a bitwidth".
-    (re.compile(r"array\s*<\s*index\b"), "a dense array attribute of index elements (array<index: ...>)"),
-]
-
-
-def check_known_parser_aborts(text: str):
-    """Raises FlexBackendError if `text` holds a construct on which the MLIR
-    22.1.8 parser asserts and kills the process instead of reporting an error."""
-    for pattern, what in _PARSER_ABORTS:
-        m = pattern.search(text)
-        if m:
-            line = text.count("\n", 0, m.start()) + 1
-            raise FlexBackendError(
-                f"cannot parse module: line {line}: {what} is not supported "
-                "(it crashes the MLIR 22.1.8 parser); use array<i32: ...> or array<i64: ...>")
+from .prechecks import check_known_parser_aborts, _check_memref_element_types  # noqa: F401
 
 
 def _split_before(pipeline: str, pass_name: str):
@@ -53,36 +35,6 @@ def _split_before(pipeline: str, pass_name: str):
     if not prefix or prefix.count("(") != prefix.count(")") or pipeline[i - 1] != ",":
         return [pipeline]
     return [head + prefix + ")", head + pipeline[i:]]
-
-
-def _check_memref_element_types(module):
-    """MLIR 22.1.8's finalize-memref-to-llvm asserts (and kills the process)
-    on memref.load/store of integers narrower than 8 bits, e.g. i1 from a
-    bool tensor; reject such IR with an error instead. The named pipelines
-    run flex-widen-i1-memrefs (i1 -> i8) first, so this is a safety net for
-    custom pipelines and other sub-byte types."""
-    bad = []
-
-    def visit(op):
-        op = op.operation
-        idx = {"memref.load": 0, "memref.store": 1}.get(op.name)
-        if idx is not None and len(op.operands) > idx:
-            t = op.operands[idx].type
-            if isinstance(t, ir.MemRefType):
-                elt = t.element_type
-                if isinstance(elt, ir.IntegerType) and elt.width < 8:
-                    bad.append((op, t))
-                    return ir.WalkResult.INTERRUPT
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    if bad:
-        op, t = bad[0]
-        raise FlexBackendError(
-            f"cannot lower '{op.name}' on {t} ({op.location}): element types narrower "
-            "than 8 bits are not supported by this MLIR's finalize-memref-to-llvm; "
-            "for i1 (bool tensors) run flex-widen-i1-memrefs before it (the named "
-            "pipelines do), otherwise use an integer dtype of at least 8 bits")
 
 
 class JitFunction:

@@ -24,6 +24,7 @@ from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNodeImporter
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
+from .decompositions import with_flex_decompositions
 from .flex_hop import import_flex_attention
 from .modifiers import ModifierCache
 from .pipeline import lower_to_torch_backend
@@ -214,6 +215,7 @@ def export_and_import(
         prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     if decomposition_table is None:
         decomposition_table = get_decomposition_table()
+    decomposition_table = with_flex_decompositions(decomposition_table)  # histc, ...
     if decomposition_table:
         prog = prog.run_decompositions(decomposition_table)
     if enable_graph_printing:

@@ -11,18 +11,10 @@ from torch_mlir_flex.frontend import lower_to_linalg_with_flex_outlined
 from torch_mlir_flex.importer import export_and_import
 
 
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args):
-        return self.fn(*args)
-
-
 def show(name, fn, *args):
-    text = lower_to_linalg_with_flex_outlined(export_and_import(Fn(fn), *args, func_name=name))
-    print(text)
+    model = torch.nn.Module()
+    model.forward = fn
+    print(lower_to_linalg_with_flex_outlined(export_and_import(model, *args, func_name=name)))
 
 
 # cumsum along dim 1: a loop over the other dim carrying the tensors, an

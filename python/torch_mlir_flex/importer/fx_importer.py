@@ -26,7 +26,7 @@ from .block_mask import flex_nodes, strip_block_mask_tensors
 from .flex_hop import import_flex_attention
 from .closure_captures import inline_scalar_constants, forget_capture_constant_values
 from .custom_ops import custom_op_decompositions
-from .decompositions import flex_decomposition_table
+from .decompositions import flex_decomposition_table, with_flex_decompositions
 from .errors import FlexImportError
 from .modifier_ops import explain_decomposition_failure
 from .modifiers import ModifierCache
@@ -243,7 +243,8 @@ def export_and_import(
             prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     if decomposition_table is None:
         decomposition_table = flex_decomposition_table()
-    decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
+    else:
+        decomposition_table = with_flex_decompositions(decomposition_table)
     forget_capture_constant_values(prog)
     inline_scalar_constants(prog)
     if decomposition_table:

@@ -8,7 +8,7 @@ import torch
 
 from ..registry import qkv, register_case
 from .common import create_block_mask, flex_attention
-from .realworld_common import BACKENDS, case
+from .realworld_common import BACKENDS, XF_CLOSURE, case
 
 S = 32
 
@@ -35,13 +35,6 @@ def _flags():
 case("bool_buffer", mask=flag_pair, buffers=lambda: {"flags": _flags()})
 case("bool_lifted_constant", mask=flag_pair, consts=lambda: {"flags": _flags()})
 case("bool_runtime_input", mask=flag_pair_rt, extra=lambda: (_flags(),))
-
-
-def keys_flag_mask(m, b, h, q, kv, k):
-    return (k[b, h, kv, 0] > 0) | (q == kv)
-
-
-case("bool_compare_runtime_input", mask=keys_flag_mask, mask_bh=True, extra=lambda: (torch.randn(1, 2, S, 16),))
 
 
 class BoolMadeInForward(torch.nn.Module):
@@ -125,13 +118,20 @@ def rt_int_len(m, b, h, q, kv, lens):
 
 
 def rt_int32_shift(m, s, b, h, q, kv, shift):
+    return s + (q - kv + shift).to(torch.float32) * 0.1
+
+
+def rt_int32_shift_indexed(m, s, b, h, q, kv, shift):
     return s + (q - kv + shift[0]).to(torch.float32) * 0.1
 
 
 case("runtime_float_bias", rt_float_bias, extra=lambda: (torch.randn(2, S, S),))
 case("runtime_int_lengths", mask=rt_int_len, B=2, mask_bh=True,
      extra=lambda: [(torch.tensor([30, 5]),), (torch.tensor([12, 32]),)])
-case("runtime_int32_shift", rt_int32_shift, extra=lambda: (torch.tensor([4], dtype=torch.int32),))
+case("runtime_int32_0d_shift", rt_int32_shift, extra=lambda: (torch.tensor(4, dtype=torch.int32),),
+     xfail="backend/jit.py _to_numpy: np.ascontiguousarray turns a 0-d runtime input into shape [1]")
+case("runtime_int32_shift_python_index", rt_int32_shift_indexed, extra=lambda: (torch.tensor([4], dtype=torch.int32),),
+     xfail=XF_CLOSURE + " (a Python int index on a captured tensor)")
 
 
 def rt_row_dot(m, s, b, h, q, kv, emb):
@@ -157,7 +157,7 @@ case("flex_mqa_decode", alibi_like, H=4, Hkv=1, M=1, N=48)
 case("flex_gqa_decode_mask", mask=decode_window, H=8, Hkv=2, M=1, N=40)
 case("flex_gqa_prefill_causal", mask=causal, H=4, Hkv=2)
 case("flex_mqa_f16", alibi_like, H=4, Hkv=1, M=4, N=32, dtype=torch.float16)
-case("flex_kv_batch_1", alibi_like, B=2, Bkv=1)
+case("flex_kv_batch_1", alibi_like, mask=causal, B=2, Bkv=1, mask_bh=True)
 case("flex_ev_ne_e", alibi_like, E=16, Ev=8)
 case("flex_ev_ne_e_causal_bf16", alibi_like, mask=causal, E=8, Ev=24, dtype=torch.bfloat16)
 case("flex_return_lse", alibi_like, lse=True)

@@ -164,7 +164,10 @@ case("flex_score_uses_b_and_h", b_and_h, B=2)
 case("flex_f16_table_f32_inputs", bias_every_dim, B=2,
      buffers=lambda: {"bb": torch.randn(2, dtype=torch.float16), "bh": torch.randn(2, dtype=torch.float16),
                       "bq": torch.randn(S, dtype=torch.float16), "bkv": torch.randn(S, dtype=torch.float16)})
-case("flex_bf16_table", bias_4d, B=2, buffers=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)},
+case("flex_bf16_table_buffer", bias_4d, B=2, buffers=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)})
+case("flex_bf16_table_lifted_constant", bias_4d, B=2,
+     consts=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)}, xfail=XF_BF16_CONST)
+case("flex_bf16_parameter", bias_4d, B=2, params=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)},
      xfail=XF_BF16_CONST)
 case("gym_alibi_softcap_causal", lambda m, s, b, h, q, kv: torch.tanh(alibi(m, s, b, h, q, kv) / 4) * 4,
      mask=causal, H=4, buffers=lambda: {"slopes": alibi_slopes(4)})

@@ -1,8 +1,9 @@
 // RUN: flex-opt %s -flex-materialize -split-input-file -verify-diagnostics
 
+// A matmul accumulates into its init: a tensor.empty init is rejected.
 func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>, %w: tensor<4x4xf32>) -> tensor<f32> {
   %e = tensor.empty() : tensor<4x4xf32>
-  // expected-note@+1 {{operand #0 of type tensor<4x4xf32> is not a 0-d tensor}}
+  // expected-note@+1 {{reads the contents of an uninitialized tensor.empty}}
   %m = linalg.matmul ins(%w, %w : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
   %c0 = arith.constant 0 : index
   %x = tensor.extract %m[%c0, %c0] : tensor<4x4xf32>
@@ -18,12 +19,12 @@ func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>
 
 // -----
 
-// A linalg.generic over a whole captured tensor (a reduction) is not 0-d.
+// A reduction into an uninitialized init reads garbage: rejected.
 #map = affine_map<(d0) -> (d0)>
 #map0 = affine_map<(d0) -> ()>
 func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %doc: tensor<16xi1>) -> tensor<i1> {
   %e = tensor.empty() : tensor<i1>
-  // expected-note@+1 {{operand #0 of type tensor<16xi1> is not a 0-d tensor}}
+  // expected-note@+1 {{reads the contents of an uninitialized tensor.empty}}
   %r = linalg.generic {indexing_maps = [#map, #map0], iterator_types = ["reduction"]} ins(%doc : tensor<16xi1>) outs(%e : tensor<i1>) {
   ^bb0(%in: i1, %out: i1):
     %o = arith.ori %in, %out : i1

@@ -622,3 +622,231 @@ func.func @bf16_softcap(%q: tensor<1x2x16x8xbf16>, %k: tensor<1x2x16x8xbf16>, %v
   %0:3 = call @__flex_attention_0(%q, %k, %v) : (tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>, tensor<1x2x16x8xbf16>) -> (tensor<1x2x16x8xbf16>, tensor<1x2x16xf32>, tensor<1x2x16xf32>)
   return %0#0 : tensor<1x2x16x8xbf16>
 }
+
+// -----
+
+// A row of a captured table reduced with .sum(-1): the row is never
+// materialized; the 4-element reduction is unrolled into the region.
+// CHECK-LABEL: func.func @row_sum(
+// CHECK-SAME:    %{{.+}}: tensor<1x2x16x8xf32>, %{{.+}}: tensor<1x2x16x8xf32>, %{{.+}}: tensor<1x2x16x8xf32>, %[[EMB:.+]]: tensor<16x4xf32>)
+// CHECK:         flex.attention
+// CHECK-SAME:      captures(%[[EMB]] : tensor<16x4xf32>)
+// CHECK:           score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %[[M:.+]]: index, %{{.+}}: index):
+// CHECK-NOT:         linalg.generic
+// CHECK-NOT:         scf.for
+// CHECK:             %[[E0:.+]] = tensor.extract %[[EMB]][%{{.+}}, %c0] : tensor<16x4xf32>
+// CHECK:             %[[A0:.+]] = arith.addf %[[E0]], %{{.+}} : f32
+// CHECK:             %[[E3:.+]] = tensor.extract %[[EMB]][%{{.+}}, %c3] : tensor<16x4xf32>
+// CHECK:             %[[A3:.+]] = arith.addf %[[E3]], %{{.+}} : f32
+// CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[A3]] : f32
+// CHECK:             flex.yield %[[R]] : f32
+#id0 = affine_map<() -> ()>
+#bc1 = affine_map<(d0) -> ()>
+#id1 = affine_map<(d0) -> (d0)>
+func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>, %emb: tensor<16x4xf32>) -> tensor<f32> {
+  %zero = arith.constant 0.000000e+00 : f32
+  %e4 = tensor.empty() : tensor<4xf32>
+  %row = linalg.generic {indexing_maps = [#bc1, #id1], iterator_types = ["parallel"]} ins(%arg3 : tensor<i32>) outs(%e4 : tensor<4xf32>) {
+  ^bb0(%in: i32, %out: f32):
+    %i = arith.index_cast %in : i32 to index
+    %j = linalg.index 0 : index
+    %x = tensor.extract %emb[%i, %j] : tensor<16x4xf32>
+    linalg.yield %x : f32
+  } -> tensor<4xf32>
+  %e0 = tensor.empty() : tensor<f32>
+  %init = linalg.fill ins(%zero : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  %sum = linalg.generic {indexing_maps = [#id1, #bc1], iterator_types = ["reduction"]} ins(%row : tensor<4xf32>) outs(%init : tensor<f32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %in, %out : f32
+    linalg.yield %a : f32
+  } -> tensor<f32>
+  %r = linalg.generic {indexing_maps = [#id0, #id0, #id0], iterator_types = []} ins(%arg0, %sum : tensor<f32>, tensor<f32>) outs(%e0 : tensor<f32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %a = arith.addf %in, %in_0 : f32
+    linalg.yield %a : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+func.func private @__flex_attention_0(tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<16x4xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 1 : i64, flex.scale = 1.0 : f64, flex.score_mod = @sdpa_score0}
+func.func @row_sum(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %emb: tensor<16x4xf32>) -> tensor<1x2x16x8xf32> {
+  %0:3 = call @__flex_attention_0(%q, %k, %v, %emb) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<16x4xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>)
+  return %0#0 : tensor<1x2x16x8xf32>
+}
+
+// -----
+
+// torch.dot(emb[q], emb[kv]) over rows of 16 (> 8): the product is computed
+// per element inside an scf.for carrying the f32 accumulator.
+// CHECK-LABEL: func.func @row_dot_loop(
+// CHECK-SAME:    %[[EMB:[a-z0-9]+]]: tensor<16x16xf32>)
+// CHECK:           score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %[[M:.+]]: index, %[[N:.+]]: index):
+// CHECK-DAG:         %[[C0:.+]] = arith.constant 0 : index
+// CHECK-DAG:         %[[C16:.+]] = arith.constant 16 : index
+// CHECK-DAG:         %[[C1:.+]] = arith.constant 1 : index
+// CHECK-DAG:         %[[Z:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK:             %[[D:.+]] = scf.for %[[J:.+]] = %[[C0]] to %[[C16]] step %[[C1]] iter_args(%[[ACC:.+]] = %[[Z]]) -> (f32) {
+// CHECK-DAG:           %[[A:.+]] = tensor.extract %[[EMB]][%{{.+}}, %[[J]]] : tensor<16x16xf32>
+// CHECK-DAG:           %[[B:.+]] = tensor.extract %[[EMB]][%{{.+}}, %[[J]]] : tensor<16x16xf32>
+// CHECK:               %[[P:.+]] = arith.mulf %[[A]], %[[B]] : f32
+// CHECK:               %[[NEXT:.+]] = arith.addf %[[P]], %[[ACC]] : f32
+// CHECK:               scf.yield %[[NEXT]] : f32
+// CHECK:             }
+// CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[D]] : f32
+// CHECK:             flex.yield %[[R]] : f32
+#id0 = affine_map<() -> ()>
+#bc1 = affine_map<(d0) -> ()>
+#id1 = affine_map<(d0) -> (d0)>
+func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>, %emb: tensor<16x16xf32>) -> tensor<f32> {
+  %zero = arith.constant 0.000000e+00 : f32
+  %e16 = tensor.empty() : tensor<16xf32>
+  %a = linalg.generic {indexing_maps = [#bc1, #id1], iterator_types = ["parallel"]} ins(%arg3 : tensor<i32>) outs(%e16 : tensor<16xf32>) {
+  ^bb0(%in: i32, %out: f32):
+    %i = arith.index_cast %in : i32 to index
+    %j = linalg.index 0 : index
+    %x = tensor.extract %emb[%i, %j] : tensor<16x16xf32>
+    linalg.yield %x : f32
+  } -> tensor<16xf32>
+  %b = linalg.generic {indexing_maps = [#bc1, #id1], iterator_types = ["parallel"]} ins(%arg4 : tensor<i32>) outs(%e16 : tensor<16xf32>) {
+  ^bb0(%in: i32, %out: f32):
+    %i = arith.index_cast %in : i32 to index
+    %j = linalg.index 0 : index
+    %x = tensor.extract %emb[%i, %j] : tensor<16x16xf32>
+    linalg.yield %x : f32
+  } -> tensor<16xf32>
+  %prod = linalg.generic {indexing_maps = [#id1, #id1, #id1], iterator_types = ["parallel"]} ins(%a, %b : tensor<16xf32>, tensor<16xf32>) outs(%e16 : tensor<16xf32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %m = arith.mulf %in, %in_0 : f32
+    linalg.yield %m : f32
+  } -> tensor<16xf32>
+  %e0 = tensor.empty() : tensor<f32>
+  %init = linalg.fill ins(%zero : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  %dot = linalg.generic {indexing_maps = [#id1, #bc1], iterator_types = ["reduction"]} ins(%prod : tensor<16xf32>) outs(%init : tensor<f32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %in, %out : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  %r = linalg.generic {indexing_maps = [#id0, #id0, #id0], iterator_types = []} ins(%arg0, %dot : tensor<f32>, tensor<f32>) outs(%e0 : tensor<f32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %s = arith.addf %in, %in_0 : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+func.func private @__flex_attention_0(tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<16x16xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 1 : i64, flex.scale = 1.0 : f64, flex.score_mod = @sdpa_score0}
+func.func @row_dot_loop(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %emb: tensor<16x16xf32>) -> tensor<1x2x16x8xf32> {
+  %0:3 = call @__flex_attention_0(%q, %k, %v, %emb) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<16x16xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>)
+  return %0#0 : tensor<1x2x16x8xf32>
+}
+
+// -----
+
+// Chained indexing bias[b][q][kv]: the gathered plane and row are lazy, so
+// the region reads one element of the captured table.
+// CHECK-LABEL: func.func @chained_indexing(
+// CHECK-SAME:    %[[BIAS:[a-z0-9]+]]: tensor<2x16x16xf32>)
+// CHECK:           score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %[[B:.+]]: index, %{{.+}}: index, %[[M:.+]]: index, %[[N:.+]]: index):
+// CHECK-NOT:         linalg
+// CHECK:             %[[X:.+]] = tensor.extract %[[BIAS]][%{{.+}}, %{{.+}}, %{{.+}}] : tensor<2x16x16xf32>
+// CHECK-NOT:         tensor.extract
+// CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[X]] : f32
+// CHECK:             flex.yield %[[R]] : f32
+#id0 = affine_map<() -> ()>
+#bc1 = affine_map<(d0) -> ()>
+#id1 = affine_map<(d0) -> (d0)>
+#bc2 = affine_map<(d0, d1) -> ()>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>, %bias: tensor<2x16x16xf32>) -> tensor<f32> {
+  %e2 = tensor.empty() : tensor<16x16xf32>
+  %plane = linalg.generic {indexing_maps = [#bc2, #id2], iterator_types = ["parallel", "parallel"]} ins(%arg1 : tensor<i32>) outs(%e2 : tensor<16x16xf32>) {
+  ^bb0(%in: i32, %out: f32):
+    %i = arith.index_cast %in : i32 to index
+    %j = linalg.index 0 : index
+    %k = linalg.index 1 : index
+    %x = tensor.extract %bias[%i, %j, %k] : tensor<2x16x16xf32>
+    linalg.yield %x : f32
+  } -> tensor<16x16xf32>
+  %e1 = tensor.empty() : tensor<16xf32>
+  %row = linalg.generic {indexing_maps = [#bc1, #id1], iterator_types = ["parallel"]} ins(%arg3 : tensor<i32>) outs(%e1 : tensor<16xf32>) {
+  ^bb0(%in: i32, %out: f32):
+    %i = arith.index_cast %in : i32 to index
+    %j = linalg.index 0 : index
+    %x = tensor.extract %plane[%i, %j] : tensor<16x16xf32>
+    linalg.yield %x : f32
+  } -> tensor<16xf32>
+  %e0 = tensor.empty() : tensor<f32>
+  %elt = linalg.generic {indexing_maps = [#id0, #id0], iterator_types = []} ins(%arg4 : tensor<i32>) outs(%e0 : tensor<f32>) {
+  ^bb0(%in: i32, %out: f32):
+    %i = arith.index_cast %in : i32 to index
+    %x = tensor.extract %row[%i] : tensor<16xf32>
+    linalg.yield %x : f32
+  } -> tensor<f32>
+  %r = linalg.generic {indexing_maps = [#id0, #id0, #id0], iterator_types = []} ins(%arg0, %elt : tensor<f32>, tensor<f32>) outs(%e0 : tensor<f32>) {
+  ^bb0(%in: f32, %in_0: f32, %out: f32):
+    %s = arith.addf %in, %in_0 : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+func.func private @__flex_attention_0(tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<2x16x16xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 1 : i64, flex.scale = 1.0 : f64, flex.score_mod = @sdpa_score0}
+func.func @chained_indexing(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %bias: tensor<2x16x16xf32>) -> tensor<1x2x16x8xf32> {
+  %0:3 = call @__flex_attention_0(%q, %k, %v, %bias) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<2x16x16xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>)
+  return %0#0 : tensor<1x2x16x8xf32>
+}
+
+// -----
+
+// A bool buffer imported as a uint8 table plus a whole-tensor conversion to
+// i1, then .any() over a row: the region reads bytes of the captured table
+// and compares each with 0; no i1 tensor and no conversion of the table.
+// CHECK-LABEL: func.func @bool_table_any(
+// CHECK:           %[[TBL:.+]] = arith.constant dense<{{.+}}> : tensor<16x3xi8>
+// CHECK:           flex.attention
+// CHECK-SAME:        captures(%[[TBL]] : tensor<16x3xi8>)
+// CHECK:           mask_mod {
+// CHECK-NOT:         tensor<16x3xi1>
+// CHECK:             %[[X0:.+]] = tensor.extract %[[TBL]][%{{.+}}, %c0] : tensor<16x3xi8>
+// CHECK:             %[[B0:.+]] = arith.cmpi ne, %[[X0]], %{{.+}} : i8
+// CHECK:             %[[O0:.+]] = arith.ori %[[B0]], %false : i1
+// CHECK:             %[[X2:.+]] = tensor.extract %[[TBL]][%{{.+}}, %c2] : tensor<16x3xi8>
+// CHECK:             %[[B2:.+]] = arith.cmpi ne, %[[X2]], %{{.+}} : i8
+// CHECK:             %[[O2:.+]] = arith.ori %[[B2]], %{{.+}} : i1
+// CHECK:             flex.yield %[[O2]] : i1
+#id0 = affine_map<() -> ()>
+#bc1 = affine_map<(d0) -> ()>
+#id1 = affine_map<(d0) -> (d0)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>) -> tensor<i1> {
+  %c0_i8 = arith.constant 0 : i8
+  %false = arith.constant false
+  %cst = arith.constant dense<[[0, 1, 0], [0, 0, 0], [1, 1, 1], [0, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 1], [0, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 1], [0, 0, 1], [0, 1, 0], [0, 0, 0], [1, 1, 1], [0, 0, 1]]> : tensor<16x3xi8>
+  %e = tensor.empty() : tensor<16x3xi1>
+  %bool = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]} ins(%cst : tensor<16x3xi8>) outs(%e : tensor<16x3xi1>) {
+  ^bb0(%in: i8, %out: i1):
+    %c = arith.cmpi ne, %in, %c0_i8 : i8
+    linalg.yield %c : i1
+  } -> tensor<16x3xi1>
+  %e1 = tensor.empty() : tensor<3xi1>
+  %row = linalg.generic {indexing_maps = [#bc1, #id1], iterator_types = ["parallel"]} ins(%arg2 : tensor<i32>) outs(%e1 : tensor<3xi1>) {
+  ^bb0(%in: i32, %out: i1):
+    %i = arith.index_cast %in : i32 to index
+    %j = linalg.index 0 : index
+    %x = tensor.extract %bool[%i, %j] : tensor<16x3xi1>
+    linalg.yield %x : i1
+  } -> tensor<3xi1>
+  %e0 = tensor.empty() : tensor<i1>
+  %init = linalg.fill ins(%false : i1) outs(%e0 : tensor<i1>) -> tensor<i1>
+  %any = linalg.generic {indexing_maps = [#id1, #bc1], iterator_types = ["reduction"]} ins(%row : tensor<3xi1>) outs(%init : tensor<i1>) {
+  ^bb0(%in: i1, %out: i1):
+    %o = arith.ori %in, %out : i1
+    linalg.yield %o : i1
+  } -> tensor<i1>
+  return %any : tensor<i1>
+}
+func.func private @__flex_attention_0(tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>) attributes {flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 0 : i64, flex.scale = 1.0 : f64}
+func.func @bool_table_any(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32> {
+  %0:3 = call @__flex_attention_0(%q, %k, %v) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>)
+  return %0#0 : tensor<1x2x16x8xf32>
+}

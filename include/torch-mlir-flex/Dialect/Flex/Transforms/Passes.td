@@ -91,6 +91,14 @@ def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
     modifiers left without uses are erased. Anything that cannot be
     scalarized is an error on the call site.
 
+    Modifiers that compute with small tensors (a captured tensor's row,
+    chained indexing `bias[b][q]`, `.sum(-1)`, `torch.dot`, `.any()`, a
+    uint8 table converted to bool) are evaluated element by element where
+    they are read: a linalg op over a larger tensor is not materialized;
+    reading one of its elements recomputes its payload at that index, and
+    its reduction loops become an unrolled sequence (static extent <= 8)
+    or an `scf.for` carrying the accumulators inside the region.
+
     ```mlir
     %r:3 = call @__flex_attention_0(%q, %k, %v) : (...) -> (...)
     ==>
@@ -100,6 +108,7 @@ def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::flex::FlexDialect",
                            "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 

@@ -326,8 +326,10 @@ struct FlexInsertChecksPass
       guardRead(read, scope);
     for (cf::AssertOp a : asserts) {
       OpBuilder b(a);
-      CheckOp::create(b, a.getLoc(), a.getArg(), escapeBraces(a.getMsg()),
-                      ValueRange{});
+      std::string msg = escapeBraces(a.getMsg());
+      if (auto func = a->getParentOfType<func::FuncOp>())
+        msg += (" (runtime assert in @" + func.getName() + ")").str();
+      CheckOp::create(b, a.getLoc(), a.getArg(), msg, ValueRange{});
       a.erase();
     }
   }

@@ -1,9 +1,10 @@
 """Benchmark: our tiled pipeline vs eager / compiled flex_attention vs SDPA.
 
-    source /work/venv/bin/activate
-    PYTHONPATH=/work/main/python python -m benchmarks.run [--quick] [--sizes 1024,4096]
+    PYTHONPATH=python python -m benchmarks.run [--quick] [--sizes 1024,4096]
+    PYTHONPATH=python python -m benchmarks.run --overhead-only
 
-Run from /work/main. Writes benchmarks/results/results.md (and results.png
+Run from the repository root. First prints the per-call overhead of a tiny
+decode call (M=1; `per_call_overhead`). Writes benchmarks/results/results.md (and results.png
 when matplotlib is installed). All implementations run in one process on
 the same inputs (fp32, B=1, H=8, D=64); times are medians; "peak extra" is
 the growth of the process's peak RSS during the timed calls (VmHWM after
@@ -185,6 +186,26 @@ def run_case(c, libomp, reps, do_compile, log):
                 res=res)
 
 
+def per_call_overhead(calls=2000, N=64):
+    """Median time per call (us) of a tiny decode case (B=1, H=8, M=1, N=64,
+    D=64, one thread): almost all of it is the per-call overhead of the
+    Python side (argument checks, output allocation, descriptors, ctypes)."""
+    text = fi.attention_ir(B=1, Hq=8, Hkv=8, M=1, N=N, E=64)
+    fn = JitFunction(text, "f", pipeline=tiled_pipeline(openmp=False), opt_level=3)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 8, 1, 64, generator=g)
+    k, v = (torch.randn(1, 8, N, 64, generator=g) for _ in range(2))
+    for _ in range(100):
+        fn(q, k, v)
+    runs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn(q, k, v)
+        runs.append((time.perf_counter() - t) / calls * 1e6)
+    return statistics.median(runs)
+
+
 IMPLS = ["ours", "ours 1T", "eager flex", "compiled flex", "SDPA"]
 
 
@@ -279,7 +300,14 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--mem-size", type=int, default=8192,
                     help="S of the ours-only causal memory check (0: skip)")
+    ap.add_argument("--overhead-only", action="store_true",
+                    help="only the per-call overhead of a decode call (M=1)")
     args = ap.parse_args(argv)
+    overhead = per_call_overhead()
+    print(f"per-call overhead: decode M=1, N=64, H=8, D=64, 1 thread: {overhead:.1f} us/call "
+          "(median of 5 x 2000 calls)", flush=True)
+    if args.overhead_only:
+        return 0
     sizes = [256] if args.quick else [int(s) for s in args.sizes.split(",")]
     libomp = find_libomp()
     log = lambda s: print(s, flush=True)  # noqa: E731
@@ -315,7 +343,8 @@ def main(argv=None):
             f"{torch.get_num_threads()}, ours: "
             + (f"OpenMP ({libomp}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})"
                if libomp else "single-threaded (no OpenMP runtime found)")
-            + f", fp32, B=1, H=8, D=64; total run {time.time() - t_start:.0f}s; "
+            + f", fp32, B=1, H=8, D=64; per-call overhead (decode M=1, N=64, 1 thread) "
+            f"{overhead:.1f} us; total run {time.time() - t_start:.0f}s; "
             f"load average at end {os.getloadavg()[0]:.1f}")
     md = os.path.join(args.out, "results.md")
     write_results(uniq, md, meta)

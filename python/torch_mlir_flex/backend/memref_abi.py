@@ -9,6 +9,7 @@ small), never per call: ctypes keeps every class it ever creates.
 import ctypes
 
 _DESCRIPTORS = {}
+_STATUS = ctypes.c_int64 * 4
 
 # MLIR element type -> torch dtype name (i1 memrefs are widened to bytes by
 # flex-widen-i1-memrefs, the layout of torch.bool).
@@ -48,7 +49,7 @@ def describe(t, cls):
 
 def status_buffer():
     """A zeroed int64[4] and its rank-1 descriptor (the runtime status)."""
-    buf = (ctypes.c_int64 * 4)()
+    buf = _STATUS()
     p = ctypes.addressof(buf)
     return buf, descriptor_class(1)(p, p, 0, (4,), (1,))
 

@@ -28,6 +28,8 @@ _BINARY = {"arith.addi": "({} + {})", "arith.subi": "({} - {})", "arith.muli": "
            "arith.remsi": "_remsi({}, {})", "arith.maxsi": "max({}, {})", "arith.minsi": "min({}, {})",
            "arith.maxui": "max({}, {})", "arith.minui": "min({}, {})"}
 _CASTS = {"arith.index_cast", "arith.index_castui", "arith.extsi", "arith.extui"}
+# arith.cmpi predicates (ArithBase.td order) on non-negative sizes
+_CMPI = ["==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">="]
 
 
 def _divsi(a, b):
@@ -63,6 +65,13 @@ def _expr(value, entry) -> str:
         return _expr(op.operands[0], entry)
     if name in _BINARY:
         return _BINARY[name].format(*(_expr(v, entry) for v in op.operands))
+    if name == "arith.cmpi":
+        pred = ir.IntegerAttr(op.attributes["predicate"]).value
+        a, b = (_expr(v, entry) for v in op.operands)
+        return f"({a} {_CMPI[pred]} {b})"
+    if name == "arith.select":
+        c, a, b = (_expr(v, entry) for v in op.operands)
+        return f"({a} if {c} else {b})"
     raise _Unresolved(f"'{name}'")
 
 

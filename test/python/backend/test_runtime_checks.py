@@ -14,7 +14,7 @@ from torch.export import Dim
 from torch.nn.attention.flex_attention import flex_attention
 
 from torch_mlir_flex import FlexIndexError, FlexRuntimeError
-from torch_mlir_flex.backend import FlexCompileError, JitFunction
+from torch_mlir_flex.backend import FlexBackendError, FlexCompileError, JitFunction
 
 
 def qkv(B=1, H=2, S=32, E=16, seed=0):
@@ -228,3 +228,47 @@ def test_status_from_threads():
     for th in ts:
         th.join(60)
     assert not errors, errors[:2]
+
+
+# --- output shapes -----------------------------------------------------------
+
+SHAPES_IR = """
+func.func @main(%a: tensor<?x4xf32>, %b: tensor<?x4xf32>) -> (tensor<?x4xf32>, tensor<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %cat = tensor.concat dim(0) %a, %b : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x4xf32>
+  %na = tensor.dim %a, %c0 : tensor<?x4xf32>
+  %nb = tensor.dim %b, %c0 : tensor<?x4xf32>
+  %gt = arith.cmpi sgt, %na, %nb : index
+  %m = arith.select %gt, %na, %nb : index
+  %c2 = arith.constant 2 : index
+  %n = arith.muli %m, %c2 : index
+  %e = tensor.empty(%n) : tensor<?xf32>
+  %one = arith.constant 1.0 : f32
+  %f = linalg.fill ins(%one : f32) outs(%e : tensor<?xf32>) -> tensor<?xf32>
+  return %cat, %f : tensor<?x4xf32>, tensor<?xf32>
+}
+"""
+
+
+def test_result_shapes_from_input_dims():
+    fn = JitFunction(SHAPES_IR, "main", pipeline="reference")
+    a, b = torch.randn(3, 4), torch.randn(5, 4)
+    cat, f = fn(a, b)
+    assert torch.equal(cat, torch.cat([a, b])) and torch.equal(f, torch.ones(10))
+    assert fn(b, a)[1].shape == (10,) and fn(a, a[:1])[1].shape == (6,)
+
+
+def test_data_dependent_result_shape_is_refused():
+    text = """
+func.func @main(%i: tensor<i64>) -> tensor<?xf32> {
+  %n = tensor.extract %i[] : tensor<i64>
+  %ni = arith.index_cast %n : i64 to index
+  %e = tensor.empty(%ni) : tensor<?xf32>
+  %one = arith.constant 1.0 : f32
+  %f = linalg.fill ins(%one : f32) outs(%e : tensor<?xf32>) -> tensor<?xf32>
+  return %f : tensor<?xf32>
+}
+"""
+    with pytest.raises(FlexBackendError, match=r"dim 0 of result 0 .* cannot be computed from the input "
+                                               r"shapes \(it depends on 'tensor.extract'\)"):
+        JitFunction(text, "main", pipeline="reference")

@@ -100,8 +100,8 @@ func.func @mask_capture(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: 
 // CHECK: flex.check %{{.*}}, "index {0} is out of bounds for dimension {1} with size {2} in a gather from tensor<10x16xf32> in @embedding" details(%{{.*}}, %{{.*}}, %{{.*}})
 // CHECK: %[[SAFE:.*]] = arith.select %{{.*}}, %[[IX]], %{{.*}} : index
 // CHECK: %[[COL:.*]] = linalg.index 2 : index
-// CHECK: flex.check %{{.*}}, "index must be smaller than dim size"
-// CHECK: flex.check %{{.*}}, "index must be larger or equal to 0"
+// CHECK: flex.check %{{.*}}, "index must be smaller than dim size (runtime assert in @embedding)"
+// CHECK: flex.check %{{.*}}, "index must be larger or equal to 0 (runtime assert in @embedding)"
 // CHECK-NOT: cf.assert
 // CHECK: tensor.extract %{{.*}}[%[[SAFE]], %[[COL]]] : tensor<10x16xf32>
 #map = affine_map<(d0, d1, d2) -> (d0, d1)>
@@ -182,7 +182,7 @@ func.func @empty_capture(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v:
 // A top-level cf.assert becomes a check; braces are escaped for str.format.
 // Reads outside flex.attention / linalg.generic are left alone.
 // CHECK-LABEL: func.func @assert_top_level
-// CHECK: flex.check %{{.*}}, "size {{[{][{]}}0{{[}][}]}} mismatch"
+// CHECK: flex.check %{{.*}}, "size {{[{][{]}}0{{[}][}]}} mismatch (runtime assert in @assert_top_level)"
 // CHECK-NOT: cf.assert
 // CHECK: tensor.extract %{{.*}}[%{{.*}}] : tensor<4xf32>
 func.func @assert_top_level(%c: i1, %t: tensor<4xf32>, %i: index) -> f32 {

@@ -216,7 +216,7 @@ def test_cf_assert_raises_instead_of_abort(backend):
     fn = JitFunction(ASSERT_IR, "main", pipeline=backend)
     x = torch.tensor([1, 2, 3, 4])
     torch.testing.assert_close(fn(x), 2 * x)
-    with pytest.raises(FlexRuntimeError, match=r"first element \{must\} be >= 0") as e:
+    with pytest.raises(FlexRuntimeError, match=r"first element \{must\} be >= 0 \(runtime assert in @main\)") as e:
         fn(torch.tensor([-1, 2, 3, 4]))
     assert not isinstance(e.value, IndexError)
     torch.testing.assert_close(fn(x), 2 * x)

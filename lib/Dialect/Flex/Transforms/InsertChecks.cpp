@@ -75,7 +75,9 @@ std::optional<Range> remOrDivRange(Operation *op, int depth) {
     return Range{-(d - 1), d - 1};
   if (!a || (isa<arith::DivUIOp>(op) && !nonNeg))
     return std::nullopt;
-  auto floorDiv = [d](int64_t x) { return x >= 0 ? x / d : -((-x + d - 1) / d); };
+  auto floorDiv = [d](int64_t x) {
+    return x >= 0 ? x / d : -((-x + d - 1) / d);
+  };
   if (isa<arith::FloorDivSIOp>(op))
     return Range{floorDiv(a->lo), floorDiv(a->hi)};
   return Range{a->lo / d, a->hi / d}; // truncating division is monotonic
@@ -170,6 +172,17 @@ Value toI64(OpBuilder &b, Location loc, Value v) {
   return v;
 }
 
+Value i64Const(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIntOp::create(b, loc, v, 64);
+}
+
+Value zeroOf(OpBuilder &b, Location loc, Type elt) {
+  return arith::ConstantOp::create(b, loc, cast<TypedAttr>(b.getZeroAttr(elt)));
+}
+
+const std::string kIndexMessage =
+    "index {0} is out of bounds for dimension {1} with size {2}";
+
 /// Where a guarded read happens, for the message.
 std::string describeSource(tensor::ExtractOp read) {
   std::string s;
@@ -258,22 +271,20 @@ void guardRead(tensor::ExtractOp read, Operation *scope) {
       Operation *srcDef = read.getTensor().getParentRegion()->getParentOp();
       OpBuilder outer(scope->isAncestor(srcDef) ? read.getOperation() : scope);
       Value dimV = tensor::DimOp::create(outer, loc, read.getTensor(), d);
-      sizeI64 = arith::IndexCastOp::create(outer, loc, outer.getI64Type(), dimV);
+      sizeI64 = toI64(outer, loc, dimV);
     } else {
-      sizeI64 = arith::ConstantIntOp::create(b, loc, size, 64);
+      sizeI64 = i64Const(b, loc, size);
     }
     Value x = toI64(b, loc, orig);
-    Value low = wrapped ? arith::SubIOp::create(
-                              b, loc, arith::ConstantIntOp::create(b, loc, 0, 64),
-                              sizeI64)
-                        : arith::ConstantIntOp::create(b, loc, 0, 64).getResult();
+    Value zero64 = i64Const(b, loc, 0);
+    Value low = wrapped ? arith::SubIOp::create(b, loc, zero64, sizeI64)
+                        : zero64;
     Value ge = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, x, low);
-    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, sizeI64);
+    Value lt =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, sizeI64);
     Value ok = arith::AndIOp::create(b, loc, ge, lt);
-    Value dimC = arith::ConstantIntOp::create(b, loc, d, 64);
-    CheckOp::create(b, loc, ok,
-                    "index {0} is out of bounds for dimension {1} with size {2}" +
-                        where,
+    Value dimC = i64Const(b, loc, d);
+    CheckOp::create(b, loc, ok, kIndexMessage + where,
                     ValueRange{x, dimC, sizeI64});
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     indices[d] = arith::SelectOp::create(b, loc, ok, index, zero);
@@ -284,8 +295,7 @@ void guardRead(tensor::ExtractOp read, Operation *scope) {
   b.setInsertionPoint(read);
   Type elt = type.getElementType();
   if (anyZero) { // nothing can be read: the check has failed anyway
-    Value z = arith::ConstantOp::create(b, loc, cast<TypedAttr>(b.getZeroAttr(elt)));
-    read.replaceAllUsesWith(z);
+    read.replaceAllUsesWith(zeroOf(b, loc, elt));
     read.erase();
     return;
   }
@@ -302,8 +312,7 @@ void guardRead(tensor::ExtractOp read, Operation *scope) {
   Value inRange = tensor::ExtractOp::create(tb, loc, read.getTensor(), indices);
   scf::YieldOp::create(tb, loc, inRange);
   OpBuilder eb = ifOp.getElseBodyBuilder();
-  Value z = arith::ConstantOp::create(eb, loc, cast<TypedAttr>(eb.getZeroAttr(elt)));
-  scf::YieldOp::create(eb, loc, z);
+  scf::YieldOp::create(eb, loc, zeroOf(eb, loc, elt));
   read.replaceAllUsesWith(ifOp.getResult(0));
   read.erase();
 }
@@ -326,8 +335,10 @@ struct FlexInsertChecksPass
       guardRead(read, scope);
     for (cf::AssertOp a : asserts) {
       OpBuilder b(a);
-      CheckOp::create(b, a.getLoc(), a.getArg(), escapeBraces(a.getMsg()),
-                      ValueRange{});
+      std::string msg = escapeBraces(a.getMsg());
+      if (auto func = a->getParentOfType<func::FuncOp>())
+        msg += (" (runtime assert in @" + func.getName() + ")").str();
+      CheckOp::create(b, a.getLoc(), a.getArg(), msg, ValueRange{});
       a.erase();
     }
   }

@@ -80,9 +80,10 @@ void lowerCheck(CheckOp check, int64_t code, Value status) {
     slots.push_back(size_t(i) <= check.getDetails().size()
                         ? check.getDetails()[i - 1]
                         : zero);
-  for (auto [i, v] : llvm::enumerate(slots))
-    memref::StoreOp::create(b, loc, v, status,
-                            arith::ConstantIndexOp::create(b, loc, i).getResult());
+  for (auto [i, v] : llvm::enumerate(slots)) {
+    Value slot = arith::ConstantIndexOp::create(b, loc, i);
+    memref::StoreOp::create(b, loc, v, status, slot);
+  }
   check.erase();
 }
 

@@ -193,8 +193,8 @@ def FlexInsertChecks : Pass<"flex-insert-checks", "ModuleOp"> {
     constants, the region's (b, h, q_idx, kv_idx) and linalg.index bounds
     it by the static size.
 
-    Each `cf.assert %c, "msg"` becomes `flex.check %c, "msg"` (braces
-    escaped). The checks are placed right after their index is computed,
+    Each `cf.assert %c, "msg"` becomes `flex.check %c, "msg (runtime
+    assert in @f)"` (braces escaped). The checks are placed right after their index is computed,
     so a guard precedes torch-mlir's own asserts on the same index.
 
     ```mlir

@@ -173,14 +173,37 @@ TAB = torch.linspace(-1, 1, S)
     ("nonzero", lambda x, b, h, i, j: x + torch.nonzero(TAB > 0)[0, 0]),
     ("topk", lambda x, b, h, i, j: x + torch.topk(TAB, 3)[0][0]),
 ])
-def test_modifier_op_torch_export_cannot_decompose_is_named(op, score_mod):
-    """torch.export fails inside the modifier with an internal FunctionalTensor
-    error; the importer names the op and the modifier instead."""
-    e = compile_error(Fn(lambda s, q, k, v: flex_attention(q, k, v, score_mod=score_mod)), qkv())
-    assert e.stage == "import"
-    one_line_cause(e, f"score_mod 'sdpa_score0' calls torch.{op} (aten.{op}), which is not supported "
-                      "inside a flex_attention modifier")
-    assert "FunctionalTensor" not in str(e)
+def test_whole_tensor_ops_in_a_modifier_are_named(op, score_mod):
+    """torch.export used to fail inside the modifier with an internal
+    "FunctionalTensor" error; now the op either compiles (and matches eager)
+    or the one-line error names it."""
+    compile_ = require_compile()
+    from torch_mlir_flex.backend import FlexCompileError
+
+    m = Fn(lambda s, q, k, v: flex_attention(q, k, v, score_mod=score_mod))
+    args = qkv()
+    try:
+        out = compile_(m, args, backend="reference")(*args)
+    except FlexCompileError as e:
+        assert "\n" not in str(e) and "FunctionalTensor" not in str(e), str(e)
+        assert f"aten.{op}" in str(e), str(e)
+    else:
+        torch.testing.assert_close(out, m(*args), atol=1e-5, rtol=1e-5)
+
+
+def test_functional_tensor_failure_in_a_modifier_is_explained():
+    """If torch.export's decomposition fails inside a modifier with its
+    internal FunctionalTensor error, the message names the op and modifier."""
+    from torch_mlir_flex.importer.modifier_ops import explain_decomposition_failure
+
+    m = Fn(lambda s, q, k, v: flex_attention(q, k, v, score_mod=lambda x, b, h, i, j: x + torch.sort(s.table)[0][j]))
+    with torch.no_grad():
+        ep = torch.export.export(m, qkv())
+    err = RuntimeError("Attempting to use FunctionalTensor on its own. Instead, please use it with ...")
+    msg = explain_decomposition_failure(ep.graph, err)
+    assert msg.startswith("score_mod 'sdpa_score0' calls torch.sort (aten.sort), which is not supported "
+                          "inside a flex_attention modifier"), msg
+    assert explain_decomposition_failure(ep.graph, RuntimeError("other")) is None
 
 
 @pytest.mark.parametrize("op,fn,where", [

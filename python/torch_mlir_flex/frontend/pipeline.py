@@ -143,9 +143,10 @@ def _check_after_conversion(module):
 def _check_known_ops(module):
     for op in _walk(module):
         if op.name == "torch.operator":
+            name = _torch_op_name(op)
+            hint = "" if name.startswith(("aten.", "prims.")) else f"; custom op: {CUSTOM_OP_HINT}"
             raise FlexFrontendError(
-                f"op '{_torch_op_name(op)}' (torch.operator) is not known to torch-mlir "
-                f"and cannot be lowered; if it is a custom op, {CUSTOM_OP_HINT}")
+                f"op '{name}' (torch.operator) is not known to torch-mlir and cannot be lowered{hint}")
 
 
 def _check_final(module):

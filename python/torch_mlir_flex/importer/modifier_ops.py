@@ -13,6 +13,7 @@ from typing import Iterator, List, Optional, Tuple
 from torch import fx
 
 from .block_mask import flex_nodes
+from .modifiers import _packet
 
 # Ops torch.export cannot decompose inside a modifier (seen with torch 2.13),
 # or that need a whole-tensor result of data-dependent size.
@@ -22,12 +23,6 @@ UNSUPPORTED_IN_MODIFIER = (
     "unique_dim", "masked_select", "searchsorted", "bucketize", "histc", "bincount",
 )
 FUNCTIONAL_TENSOR_ERROR = "FunctionalTensor on its own"
-
-
-def op_name(node: fx.Node) -> str:
-    t = node.target
-    packet = getattr(getattr(t, "overloadpacket", None), "__name__", None)
-    return packet or getattr(t, "__name__", str(t))
 
 
 def modifier_submodules(graph: fx.Graph) -> Iterator[Tuple[str, str, fx.GraphModule]]:
@@ -43,7 +38,7 @@ def modifier_submodules(graph: fx.Graph) -> Iterator[Tuple[str, str, fx.GraphMod
 
 
 def _called_ops(gm: fx.GraphModule) -> List[str]:
-    return [op_name(n) for n in gm.graph.nodes if n.op == "call_function"]
+    return [_packet(n) for n in gm.graph.nodes if n.op == "call_function"]
 
 
 def explain_decomposition_failure(graph: fx.Graph, exc: BaseException) -> Optional[str]:

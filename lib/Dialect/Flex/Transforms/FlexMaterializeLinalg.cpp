@@ -40,20 +40,23 @@ static Value constIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
-static Value addIndex(OpBuilder &b, Location loc, Value x, Value y) {
-  if (isConstantIntValue(x, 0))
+/// x `OpTy` y, or the other operand when one is the identity `unit`.
+template <typename OpTy>
+static Value foldedIndexOp(OpBuilder &b, Location loc, Value x, Value y,
+                           int64_t unit) {
+  if (isConstantIntValue(x, unit))
     return y;
-  if (isConstantIntValue(y, 0))
+  if (isConstantIntValue(y, unit))
     return x;
-  return arith::AddIOp::create(b, loc, x, y);
+  return OpTy::create(b, loc, x, y);
+}
+
+static Value addIndex(OpBuilder &b, Location loc, Value x, Value y) {
+  return foldedIndexOp<arith::AddIOp>(b, loc, x, y, 0);
 }
 
 static Value mulIndex(OpBuilder &b, Location loc, Value x, Value y) {
-  if (isConstantIntValue(x, 1))
-    return y;
-  if (isConstantIntValue(y, 1))
-    return x;
-  return arith::MulIOp::create(b, loc, x, y);
+  return foldedIndexOp<arith::MulIOp>(b, loc, x, y, 1);
 }
 
 static Value toIndex(OpBuilder &b, Location loc, OpFoldResult ofr) {

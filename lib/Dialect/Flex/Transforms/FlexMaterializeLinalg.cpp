@@ -31,6 +31,9 @@ using namespace mlir::flex::materialize;
 
 /// Reduction loops up to this static extent are unrolled.
 static constexpr int64_t kMaxUnrolled = 8;
+/// Bound on payload copies emitted for one modifier (recomputation of lazy
+/// tensors can grow exponentially on adversarial IR).
+static constexpr unsigned kMaxPayloadCopies = 20000;
 
 //===----------------------------------------------------------------------===//
 // Index arithmetic (folds constants so unrolled code stays small)
@@ -412,6 +415,11 @@ FailureOr<SmallVector<Value>>
 ModifierScalarizer::evalPayload(linalg::LinalgOp op, ArrayRef<Value> ivs,
                                 ValueRange accs) {
   Operation *raw = op.getOperation();
+  if (++payloadCopies > kMaxPayloadCopies)
+    return fail(raw, "the modifier needs more than " +
+                         Twine(kMaxPayloadCopies) +
+                         " copies of linalg payloads; it is too large to "
+                         "evaluate per score element");
   Block &payload = *op.getBlock();
   for (OpOperand *input : op.getDpsInputOperands()) {
     BlockArgument arg = op.getMatchingBlockArgument(input);

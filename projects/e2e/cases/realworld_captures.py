@@ -37,6 +37,18 @@ case("bool_lifted_constant", mask=flag_pair, consts=lambda: {"flags": _flags()})
 case("bool_runtime_input", mask=flag_pair_rt, extra=lambda: (_flags(),))
 
 
+def closure_flags():
+    flags = torch.arange(S) % 4 != 2
+
+    def mask(m, b, h, q, kv):
+        return (flags[q] & ~flags[kv]) | (q == kv)
+
+    return mask
+
+
+case("bool_closure_constant", mask=closure_flags())
+
+
 class BoolMadeInForward(torch.nn.Module):
     """Bool tensors made inside forward: a new_zeros mask filled in place and
     flags compared from the keys."""

@@ -188,3 +188,27 @@ func.func @op_does_not_verify(%q: tensor<1x4x16x8xf32>, %k: tensor<1x4x16x8xf16>
   return %0#0 : tensor<1x4x16x8xf32>
 }
 func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf16>, tensor<1x4x16x8xf16>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.scale = 1.0 : f64}
+
+// -----
+
+// A reduction over a captured tensor of dynamic size has no static loop.
+#map = affine_map<(d0) -> (d0)>
+#map0 = affine_map<(d0) -> ()>
+func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>, %w: tensor<?xf32>) -> tensor<f32> {
+  %zero = arith.constant 0.000000e+00 : f32
+  %e = tensor.empty() : tensor<f32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  // expected-note@+1 {{loop #0 has a dynamic extent; only tensors of static shape can be computed in a modifier}}
+  %r = linalg.generic {indexing_maps = [#map, #map0], iterator_types = ["reduction"]} ins(%w : tensor<?xf32>) outs(%init : tensor<f32>) {
+  ^bb0(%in: f32, %out: f32):
+    %a = arith.addf %in, %out : f32
+    linalg.yield %a : f32
+  } -> tensor<f32>
+  return %r : tensor<f32>
+}
+func.func @dynamic_reduction(%q: tensor<1x4x16x8xf32>, %k: tensor<1x4x16x8xf32>, %v: tensor<1x4x16x8xf32>, %w: tensor<?xf32>) -> tensor<1x4x16x8xf32> {
+  // expected-error@+1 {{flex-materialize: cannot scalarize 'linalg.generic' in score_mod @sdpa_score0}}
+  %0:3 = call @__flex_attention_0(%q, %k, %v, %w) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<?xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+  return %0#0 : tensor<1x4x16x8xf32>
+}
+func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<?xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 1 : i64, flex.scale = 1.0 : f64, flex.score_mod = @sdpa_score0}

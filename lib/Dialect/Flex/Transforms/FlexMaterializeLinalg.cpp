@@ -31,6 +31,9 @@ using namespace mlir::flex::materialize;
 
 /// Reduction loops up to this static extent are unrolled.
 static constexpr int64_t kMaxUnrolled = 8;
+/// Bound on payload copies emitted for one modifier (recomputation of lazy
+/// tensors can grow exponentially on adversarial IR).
+static constexpr unsigned kMaxPayloadCopies = 20000;
 
 //===----------------------------------------------------------------------===//
 // Index arithmetic (folds constants so unrolled code stays small)
@@ -40,20 +43,23 @@ static Value constIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
-static Value addIndex(OpBuilder &b, Location loc, Value x, Value y) {
-  if (isConstantIntValue(x, 0))
+/// x `OpTy` y, or the other operand when one is the identity `unit`.
+template <typename OpTy>
+static Value foldedIndexOp(OpBuilder &b, Location loc, Value x, Value y,
+                           int64_t unit) {
+  if (isConstantIntValue(x, unit))
     return y;
-  if (isConstantIntValue(y, 0))
+  if (isConstantIntValue(y, unit))
     return x;
-  return arith::AddIOp::create(b, loc, x, y);
+  return OpTy::create(b, loc, x, y);
+}
+
+static Value addIndex(OpBuilder &b, Location loc, Value x, Value y) {
+  return foldedIndexOp<arith::AddIOp>(b, loc, x, y, 0);
 }
 
 static Value mulIndex(OpBuilder &b, Location loc, Value x, Value y) {
-  if (isConstantIntValue(x, 1))
-    return y;
-  if (isConstantIntValue(y, 1))
-    return x;
-  return arith::MulIOp::create(b, loc, x, y);
+  return foldedIndexOp<arith::MulIOp>(b, loc, x, y, 1);
 }
 
 static Value toIndex(OpBuilder &b, Location loc, OpFoldResult ofr) {
@@ -409,6 +415,11 @@ FailureOr<SmallVector<Value>>
 ModifierScalarizer::evalPayload(linalg::LinalgOp op, ArrayRef<Value> ivs,
                                 ValueRange accs) {
   Operation *raw = op.getOperation();
+  if (++payloadCopies > kMaxPayloadCopies)
+    return fail(raw, "the modifier needs more than " +
+                         Twine(kMaxPayloadCopies) +
+                         " copies of linalg payloads; it is too large to "
+                         "evaluate per score element");
   Block &payload = *op.getBlock();
   for (OpOperand *input : op.getDpsInputOperands()) {
     BlockArgument arg = op.getMatchingBlockArgument(input);

@@ -115,6 +115,8 @@ private:
   /// scf.for loops currently being built around the insertion point; a
   /// scalar read inside one must not be cached for later top-level uses.
   unsigned loopDepth = 0;
+  /// Linalg payloads emitted so far (bounded, see FlexMaterializeLinalg.cpp).
+  unsigned payloadCopies = 0;
   SmallVectorImpl<Value> &extraCaptures;
   SmallVector<std::pair<arith::ConstantOp, Value>> constTables;
 };

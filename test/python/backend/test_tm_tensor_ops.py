@@ -213,3 +213,20 @@ def test_cumsum_document_ids_feed_mask(backend):
     starts = torch.zeros(16, dtype=torch.int64)
     starts[[5, 11]] = 1
     _check(model, (q, k, v, starts), backend, exact=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_length_sort_and_cumsum(backend):
+    """A dynamic line length (the merge sort's pass count is computed at run time)."""
+    from torch.export import Dim
+
+    def fn(x):
+        s = torch.sort(x, dim=1, descending=True, stable=True)
+        return s.values, s.indices, torch.cumsum(x, 1)
+    x = torch.randint(0, 5, (2, 9), generator=torch.Generator().manual_seed(5)).float()
+    compiled = torch_mlir_flex.compile(Fn(fn), (x,), backend=backend,
+                                       dynamic_shapes={"args": ({1: Dim("S", min=2, max=4096)},)})
+    for n in (2, 17, 64):
+        y = torch.randint(0, 5, (2, n), generator=torch.Generator().manual_seed(n)).float()
+        for g, e in zip(compiled(y), fn(y)):
+            assert torch.equal(g, e)

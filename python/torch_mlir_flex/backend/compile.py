@@ -179,13 +179,14 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND) -> str:
     return str(module)
 
 
-def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND) -> JitFunction:
+def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND,
+        opt_level: int = 2) -> JitFunction:
     from .pipelines import PIPELINES
 
     if backend not in PIPELINES:
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     try:
-        return JitFunction(flex_text, func_name, pipeline=backend)
+        return JitFunction(flex_text, func_name, pipeline=backend, opt_level=opt_level)
     except FlexBackendError as e:
         raise FlexCompileError("lower", str(e)) from e
 
@@ -260,7 +261,7 @@ class CompiledModule:
 
 
 def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,
-            func_name: str = "main") -> CompiledModule:
+            func_name: str = "main", opt_level: int = 2) -> CompiledModule:
     """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
     of tensors, or one tensor) with the lowering pipeline `backend`
     ("reference", "tiled", ... see `backend.pipelines.PIPELINES`).
@@ -268,6 +269,8 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     `dynamic_shapes` is passed to `torch.export.export`, e.g.
     ``{"q": {2: Dim("S")}, ...}``; dims that stay dynamic become ``?`` in the
     IR and the callable accepts any size there.
+    `opt_level` is LLVM's optimization level for the JIT (0-3); whole models
+    with weights as constants JIT much faster at 0.
     Returns a `CompiledModule`; raises `FlexCompileError`."""
     import torch
 
@@ -285,7 +288,7 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     torch_ir = str(torch_module)
     linalg_ir = to_linalg(torch_module)
     flex_ir = materialize(linalg_ir)
-    fn = jit(flex_ir, func_name, backend)
+    fn = jit(flex_ir, func_name, backend, opt_level)
     if arg_specs is not None and len(arg_specs) != len(fn.arg_types):
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,

@@ -18,17 +18,40 @@ from .sinks import renormalize_with_sinks
 def _make_score_mod(softcap, score_mask, position_bias):
     if softcap is None and score_mask is None and position_bias is None:
         return None
+    mask_at = _indexer(score_mask[:, :1] if score_mask is not None else None)
+    bias_at = _indexer(position_bias)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         if softcap is not None:
             score = softcap * torch.tanh(score / softcap)
         if score_mask is not None:
-            score = score + score_mask[b, 0, q_idx, kv_idx]
+            score = score + mask_at(b, 0, q_idx, kv_idx)
         if position_bias is not None:
-            score = score + position_bias[b, h, q_idx, kv_idx]
+            score = score + bias_at(b, h, q_idx, kv_idx)
         return score
 
     return score_mod
+
+
+def _indexer(tensor):
+    """t[b, h, m, n] for a [B or 1, H or 1, M, N] tensor, broadcasting its
+    size-1 batch/head dims as eager attention does (T5's relative-position
+    bias is [1, H, M, N]; indexing it with b would read out of bounds). The
+    size-1 dims are dropped outside score_mod so that it indexes only with
+    the index tensors."""
+    if tensor is None:
+        return None
+    single_b, single_h = tensor.shape[0] == 1, tensor.shape[1] == 1
+    if single_b and single_h:
+        t = tensor[0, 0]
+        return lambda b, h, m, n: t[m, n]
+    if single_b:
+        t = tensor[0]
+        return lambda b, h, m, n: t[h, m, n]
+    if single_h:
+        t = tensor[:, 0]
+        return lambda b, h, m, n: t[b, m, n]
+    return lambda b, h, m, n: tensor[b, h, m, n]
 
 
 def flex_attention_forward(module, query, key, value, attention_mask, scaling=None, softcap=None,

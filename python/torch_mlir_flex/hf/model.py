@@ -100,5 +100,14 @@ class CompiledHFModel:
             raise FlexHFError(f"compiled for inputs {list(self.input_names)}, got {sorted(given)}")
         return self.compiled(*(given[n] for n in self.input_names))
 
+    def with_backend(self, backend: str, opt_level: int = 2) -> "CompiledHFModel":
+        """The same model JIT-compiled with another lowering pipeline, from
+        this one's flex IR (no new export)."""
+        from ..backend import compile_mlir
+
+        compiled = compile_mlir(self.compiled.flex_ir, backend=backend, func_name=self.compiled.func_name,
+                                opt_level=opt_level)
+        return CompiledHFModel(compiled, self.input_names)
+
     def __repr__(self):
         return f"<CompiledHFModel inputs={list(self.input_names)} backend={self.compiled.backend!r}>"

@@ -23,10 +23,12 @@ def build_models(family):
     import transformers
 
     auto = getattr(transformers, family.auto_class)
-    cfg = family.config()
+    # One config each: from_config records the attention implementation in
+    # the config object it is given.
     torch.manual_seed(0)
-    flex = auto.from_config(cfg, attn_implementation="flex_attention", dtype=family.dtype).eval()
-    eager = auto.from_config(cfg, attn_implementation="eager", dtype=family.dtype).eval()
+    flex = auto.from_config(family.config(), attn_implementation="flex_attention", dtype=family.dtype).eval()
+    eager = auto.from_config(family.config(), attn_implementation="eager", dtype=family.dtype).eval()
+    assert flex.config._attn_implementation == "flex_attention", flex.config._attn_implementation
     eager.load_state_dict(flex.state_dict())
     return flex, eager
 

@@ -19,6 +19,8 @@ class FlexHFError(FlexCompileError):
 
 
 def _model_output(out):
+    if isinstance(out, torch.Tensor):
+        return out
     for name in ("logits", "last_hidden_state"):
         value = getattr(out, name, None)
         if value is not None:

@@ -1,9 +1,9 @@
 """Benchmark: our tiled pipeline vs eager / compiled flex_attention vs SDPA.
 
-    source /work/venv/bin/activate
-    PYTHONPATH=/work/main/python python -m benchmarks.run [--quick] [--sizes 1024,4096]
+    source .venv/bin/activate
+    PYTHONPATH=python python -m benchmarks.run [--quick] [--sizes 1024,4096]
 
-Run from /work/main. Writes benchmarks/results/results.md (and results.png
+Run from the repository root. Writes benchmarks/results/results.md (and results.png
 when matplotlib is installed). All implementations run in one process on
 the same inputs (fp32, B=1, H=8, D=64); times are medians; "peak extra" is
 the growth of the process's peak RSS during the timed calls (VmHWM after

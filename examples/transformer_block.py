@@ -2,7 +2,7 @@
 mask + an ALiBi score_mod reading a captured buffer), run it through our JIT
 and compare with eager PyTorch.
 
-    source /work/venv/bin/activate
+    source .venv/bin/activate          # from the repository root
     PYTHONPATH=python python examples/transformer_block.py [--backend reference|tiled] [--print-ir]
 
 Prints the max abs error and "OK" (exit 0), or "MISMATCH" (exit 1).

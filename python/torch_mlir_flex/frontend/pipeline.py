@@ -14,9 +14,11 @@ from torch_mlir import ir
 from torch_mlir.compiler_utils import TorchMlirCompilerError, run_pipeline_with_repro_report
 
 from .cleanup import prune_dead_torch_ops
+from ..importer.custom_ops import CUSTOM_OP_HINT
 from .errors import FlexFrontendError
 from .fixups import widen_int32_index_tensors
 from .outline import FlexCallInfo, outline_flex_calls
+from .unsupported import check_random_ops
 
 TORCH_BACKEND_PIPELINE = (
     "builtin.module(func.func(torch-match-quantized-custom-ops),"
@@ -89,22 +91,28 @@ def _torch_op_name(op) -> str:
 
 def _tag_origins(module):
     """Wraps each torch op's location in NameLoc("torch-origin:<op>") so ops
-    created by conversion patterns (which reuse the location) name their
-    source op.  Locations are not printed in the emitted text."""
+    created by decompositions and conversion patterns (which reuse the
+    location) name their source op.  Runs on the imported IR and again after
+    the backend pipeline (for ops not tagged yet), so an op decomposed by
+    torch-mlir (aten.nonzero -> aten.cumsum ...) is reported as the user's op.
+    Locations are not printed in the emitted text."""
     for op in _walk(module):
-        if op.name.startswith("torch.") and not op.name.startswith("torch.constant"):
+        if op.name.startswith("torch.") and not op.name.startswith("torch.constant") \
+                and _ORIGIN_MARKER not in str(op.location):
             op.location = ir.Location.name(
                 "torch-origin:" + _torch_op_name(op), childLoc=op.location)
 
 
+_ORIGIN_MARKER = 'loc("torch-origin:'
+
+
 def _origin(op) -> str:
     loc = str(op.location)
-    marker = 'loc("torch-origin:'
-    i = loc.find(marker)
+    i = loc.find(_ORIGIN_MARKER)
     if i < 0:
         return "unknown torch op"
-    j = loc.find('"', i + len(marker))
-    return loc[i + len(marker):j]
+    j = loc.find('"', i + len(_ORIGIN_MARKER))
+    return loc[i + len(_ORIGIN_MARKER):j]
 
 
 # Torch ops that may legitimately survive the conversion passes: literals
@@ -136,7 +144,7 @@ def _check_known_ops(module):
         if op.name == "torch.operator":
             raise FlexFrontendError(
                 f"op '{_torch_op_name(op)}' (torch.operator) is not known to torch-mlir "
-                "and cannot be lowered")
+                f"and cannot be lowered; if it is a custom op, {CUSTOM_OP_HINT}")
 
 
 def _check_final(module):
@@ -155,8 +163,10 @@ def lower_to_linalg_with_flex_outlined_module(
     with module.context:
         prune_dead_torch_ops(module)
         widen_int32_index_tensors(module)
+        check_random_ops(module)  # before outlining: names score_mod/mask_mod
         infos = outline_flex_calls(module)
         _check_known_ops(module)
+        _tag_origins(module)
         _run(module, TORCH_BACKEND_PIPELINE, "Torch IR -> Torch backend IR (flex outlined)")
         _tag_origins(module)
         _run(module, _conversion_pipeline(allow_non_finites),

@@ -10,12 +10,34 @@ class FlexImportError(Exception):
     """
 
 
+import os
+import re
+
+SOURCE_CHARS = 100  # the source line of a node is cut to this many characters
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\s*$')
+
+
+def _user_frame(trace: str) -> str:
+    """'file.py:LINE: code' of the innermost frame of ``trace`` that is user
+    code (not torch's, not generated ``<eval_with_key>`` code); else ''."""
+    lines = trace.strip().splitlines()
+    best = ""
+    for i, line in enumerate(lines):
+        m = _FRAME.match(line)
+        if not m or m["file"].startswith("<") or f"{os.sep}torch{os.sep}" in m["file"]:
+            continue
+        code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.match(lines[i + 1]) else ""
+        best = f"{os.path.basename(m['file'])}:{m['line']}: {code}"
+    if len(best) > SOURCE_CHARS:
+        best = best[:SOURCE_CHARS] + "..."
+    return best
+
+
 def node_where(node) -> str:
-    """A short human readable description of an FX node for error messages."""
+    """A short, one-line description of an FX node for error messages."""
     try:
-        trace = node.meta.get("stack_trace") or ""
-        last = [line.strip() for line in trace.strip().splitlines() if line.strip()]
-        src = f" (source: {last[-1]})" if last else ""
+        src = _user_frame(node.meta.get("stack_trace") or "")
+        src = f" (source: {src})" if src else ""
     except Exception:  # pragma: no cover - best effort only
         src = ""
     return f"node '{node.name}' in graph{src}"

@@ -128,6 +128,18 @@ def classify_captures(
     return out
 
 
+def check_qkv_dtypes(call: FlexCall, node: fx.Node):
+    """q, k and v must be floating point; checked before the modifiers so that
+    an integer input is not reported as a (default) score_mod returning int."""
+    for what, arg in (("query", call.query), ("key", call.key), ("value", call.value)):
+        val = arg.meta.get("val") if isinstance(arg, fx.Node) else arg
+        if isinstance(val, torch.Tensor) and not val.dtype.is_floating_point:
+            raise FlexImportError(
+                f"flex_attention {what} has dtype {val.dtype}, which is unsupported; "
+                "q, k and v must be floating point (float32, float16 or bfloat16) "
+                f"(flex_attention {node_where(node)}).")
+
+
 def _head_count(arg, node, what):
     val = arg.meta.get("val") if isinstance(arg, fx.Node) else arg
     if not isinstance(val, torch.Tensor) or val.dim() != 4:
@@ -143,6 +155,7 @@ def import_flex_attention(gni, loc: Location, node: fx.Node):
     imp = gni.fx_importer
     cc = gni._cc
     call = parse_flex_node(node)
+    check_qkv_dtypes(call, node)
     root = node.graph.owning_module
     if root is None:
         raise FlexImportError(

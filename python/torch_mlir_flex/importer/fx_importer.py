@@ -20,11 +20,14 @@ from torch.export import ExportedProgram
 from torch_mlir import ir
 from torch_mlir.compiler_utils import BackendLoweringOptions, OutputType, lower_mlir_module
 from torch_mlir.dialects import torch as torch_d
-from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNodeImporter
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
 from .flex_hop import import_flex_attention
+from .custom_ops import custom_op_decompositions
+from .decompositions import flex_decomposition_table
+from .errors import FlexImportError
+from .modifier_ops import explain_decomposition_failure
 from .modifiers import ModifierCache
 from .pipeline import lower_to_torch_backend
 from .verify import verify_flex_calls
@@ -111,7 +114,8 @@ class FlexFxImporter(FxImporter):
     def import_frozen_program(self, prog: ExportedProgram, **kwargs) -> ir.Operation:
         def run():
             strip_block_mask_tensors(prog.graph)
-            return super(FlexFxImporter, self).import_frozen_program(prog, **kwargs)
+            return super(FlexFxImporter, self).import_frozen_program(
+                _WithConstantBuffers(prog), **kwargs)
 
         return self._top_level(run)
 
@@ -163,6 +167,25 @@ class FlexFxImporter(FxImporter):
         return func_op
 
 
+class _WithConstantBuffers:
+    """A view of an ExportedProgram whose ``state_dict`` also holds the
+    non-persistent buffers (rotary ``inv_freq``, BERT ``position_ids``):
+    torch.export keeps those in ``constants``, where upstream's
+    import_frozen_program does not look for buffers.  Every other attribute
+    is the program's own."""
+
+    def __init__(self, prog: ExportedProgram):
+        self._prog = prog
+        state = dict(prog.state_dict)
+        for name in prog.graph_signature.inputs_to_buffers.values():
+            if name not in state and name in prog.constants:
+                state[name] = prog.constants[name]
+        self.state_dict = state
+
+    def __getattr__(self, name):
+        return getattr(self._prog, name)
+
+
 def _erase_unused_literals(func_op):
     """Erases ``torch.vtensor.literal`` ops left without uses (e.g. BlockMask
     constants that import_program binds eagerly)."""
@@ -200,7 +223,9 @@ def export_and_import(
     """Like torch_mlir.fx.export_and_import, with complete flex_attention import.
 
     ``experimental_support_mutation=True`` selects import_program, otherwise
-    import_frozen_program.  For output types other than "raw" the module is
+    import_frozen_program.  ``f`` is exported under ``torch.no_grad()``; the
+    default decompositions are ``flex_decomposition_table()``; custom ops with
+    a registered decomposition are decomposed too (custom_ops.py).  For output types other than "raw" the module is
     lowered with the flex-aware pipeline (see pipeline.py)."""
     if fx_importer is None:
         context = ir.Context()
@@ -211,16 +236,32 @@ def export_and_import(
     if isinstance(f, ExportedProgram):
         prog = f
     else:
-        prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
+        # Inference graphs (like compile()): flex_attention refuses to trace
+        # a backward on CPU when parameters require grad.
+        with torch.no_grad():
+            prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     if decomposition_table is None:
-        decomposition_table = get_decomposition_table()
+        decomposition_table = flex_decomposition_table()
+    decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
     if decomposition_table:
-        prog = prog.run_decompositions(decomposition_table)
+        prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:
         prog.graph_module.print_readable()
     entry = fx_importer.import_program if experimental_support_mutation else fx_importer.import_frozen_program
     entry(prog, func_name=func_name, import_symbolic_shape_expressions=import_symbolic_shape_expressions)
     return _lower(fx_importer.module, output_type, verbose, enable_ir_printing, backend_legal_ops, allow_non_finites)
+
+
+def _run_decompositions(prog: ExportedProgram, table) -> ExportedProgram:
+    """prog.run_decompositions(table); an internal failure caused by an op
+    inside a flex modifier becomes a FlexImportError naming the op."""
+    try:
+        return prog.run_decompositions(table)
+    except Exception as e:
+        why = explain_decomposition_failure(prog.graph, e)
+        if why is None:
+            raise
+        raise FlexImportError(why) from e
 
 
 def stateless_fx_import(

@@ -60,19 +60,19 @@ def _output_node(gm: fx.GraphModule, kind: str, where: str) -> fx.Node:
     val = _val(ret)
     if val.dim() != 0:
         raise FlexImportError(
-            f"{kind}_mod of flex_attention {where} returns a tensor of shape "
-            f"{tuple(val.shape)}; it must return a 0-d (scalar) tensor per "
-            "(b, h, q_idx, kv_idx). Index captured tensors down to a scalar."
+            f"{kind}_mod returns a tensor of shape {tuple(val.shape)}; it must "
+            "return a 0-d (scalar) tensor per (b, h, q_idx, kv_idx); index "
+            f"captured tensors down to a scalar (flex_attention {where})."
         )
     if kind == MASK and val.dtype != torch.bool:
         raise FlexImportError(
-            f"mask_mod of flex_attention {where} returns dtype {val.dtype}; it must "
-            "return a bool scalar."
+            f"mask_mod returns dtype {val.dtype}; it must return a bool scalar "
+            f"(flex_attention {where})."
         )
     if kind == SCORE and not val.dtype.is_floating_point:
         raise FlexImportError(
-            f"score_mod of flex_attention {where} returns dtype {val.dtype}; it must "
-            "return a floating-point scalar."
+            f"score_mod returns dtype {val.dtype}; it must return a floating-point "
+            f"scalar (flex_attention {where})."
         )
     return ret
 

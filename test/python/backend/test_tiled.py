@@ -1,7 +1,7 @@
 """Numerics of the "tiled" pipeline (flex-to-flash) against eager flex_attention.
 
-Run: source /work/venv/bin/activate && PYTHONPATH=/work/main/python \
-     pytest -q /work/main/test/python/backend/test_tiled.py
+Run (repository root, venv active): PYTHONPATH=python \
+     pytest -q test/python/backend/test_tiled.py
 
 Shapes span several tiles in M and N (default tiles 64x64, and a few runs
 with small explicit tiles) so that un-offset indices, partial tiles and the

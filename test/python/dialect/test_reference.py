@@ -1,6 +1,6 @@
 """pytest: flex.attention's scalar reference against eager PyTorch flex_attention.
 
-Run: PYTHONPATH=/work/main/python pytest test/python/dialect
+Run (repository root): PYTHONPATH=python pytest test/python/dialect
 
 Each test writes a tensor-level function around one `flex.attention` (see
 `attention_ir`), JIT-runs it with the "reference" pipeline (bufferize,

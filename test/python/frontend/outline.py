@@ -1,8 +1,8 @@
 # RUN: %PYTHON %s | FileCheck %s
 #
-# By hand:
-#   PYTHONPATH=/work/main/python python test/python/frontend/outline.py \
-#     | /work/venv/lib/python3.11/site-packages/llvm/bin/FileCheck test/python/frontend/outline.py
+# By hand (repository root, venv active, PYTHONPATH=python):
+#   python test/python/frontend/outline.py | FileCheck test/python/frontend/outline.py
+#   (FileCheck: `python -c "from torch_mlir_flex.tools import find_tool; print(find_tool('FileCheck'))"`)
 
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention

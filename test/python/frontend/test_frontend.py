@@ -1,7 +1,6 @@
 """Tests for torch_mlir_flex.frontend (Torch IR -> linalg text, flex outlined).
 
-Run: source /work/venv/bin/activate && PYTHONPATH=/work/main/python \
-     pytest -q /work/main/test/python/frontend
+Run (from the repository root, venv active): pytest -q test/python/frontend
 """
 
 import math
@@ -15,8 +14,8 @@ from torch_mlir import fx, ir
 from torch_mlir.dialects import torch as torch_d
 
 from torch_mlir_flex.frontend import FlexFrontendError, lower_to_linalg_with_flex_outlined
+from torch_mlir_flex.tools import find_tool
 
-MLIR_OPT = "/work/venv/lib/python3.11/site-packages/mlir/bin/mlir-opt"
 MODIFIER_DIALECTS = {"linalg", "arith", "math", "tensor"}
 B, H, S, E = 1, 4, 16, 8
 
@@ -80,7 +79,7 @@ def lower(model, *args, **kw):
 
 
 def mlir_opt_parses(text):
-    r = subprocess.run([MLIR_OPT, "--allow-unregistered-dialect", "-o", "/dev/null"],
+    r = subprocess.run([find_tool("mlir-opt"), "--allow-unregistered-dialect", "-o", "/dev/null"],
                        input=text, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return True

@@ -1,8 +1,8 @@
 """The model families of the suite: a tiny random config each (2 layers,
 hidden 64, vocab 128), the Auto class that builds it, and what it exercises."""
 
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -23,10 +23,7 @@ class Family:
     auto_class: str  # AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
     exercises: str
     dtype: torch.dtype = torch.float32
-    # Which helper branch's fix it still needs, if any: {reason} -> xfail.
-    blocked_by: Optional[str] = None
     padding_side: str = "left"
-    extra: dict = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -85,5 +82,8 @@ FAMILIES = [
 
 BY_NAME = {f.name: f for f in FAMILIES}
 
-# Tolerances on the logits of non-padding positions (max |ours - eager|).
-TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 3e-2}
+# Tolerances on the logits of non-padding positions (max |ours - HF eager|;
+# |logits| <= ~3 with INIT_RANGE). bf16: HF eager in bf16 is itself 0.04-0.06
+# away from the same model in fp32 on these logits (6 bf16 ulps at 3 is 0.09);
+# ours is as far, in other places.
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-1}

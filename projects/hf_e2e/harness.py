@@ -64,24 +64,32 @@ def kept_positions(family, inputs):
 
 @functools.lru_cache(maxsize=None)
 def compiled(name, batch, backend):
-    """(compiled model, eager logits, kept positions); the first backend asked
-    for a (family, batch) exports, the others reuse its flex IR."""
+    """(compiled model, inputs, HF eager logits); the first backend asked for
+    a (family, batch) exports, the others reuse its flex IR."""
     import torch_mlir_flex.hf as flex_hf
 
     family = BY_NAME[name]
     flex, eager = _models(name)
     inputs = make_inputs(family, batch)
-    others = [b for (n, bt, b) in _COMPILED if (n, bt) == (name, batch)]
-    if others:
-        fn = _COMPILED[(name, batch, others[0])].with_backend(backend, opt_level=OPT_LEVEL)
-    else:
-        fn = flex_hf.compile(flex, inputs, backend=backend, opt_level=OPT_LEVEL)
-    _COMPILED[(name, batch, backend)] = fn
+    first = _COMPILED.get((name, batch))
+    if isinstance(first, Exception):
+        raise first  # the export failed already; do not spend time on it again
+    try:
+        if first is None:
+            fn = flex_hf.compile(flex, inputs, backend=backend, opt_level=OPT_LEVEL)
+            _COMPILED[(name, batch)] = fn
+        else:
+            fn = first.with_backend(backend, opt_level=OPT_LEVEL)
+    except Exception as e:
+        if getattr(e, "stage", None) != "lower":  # a failure before the backend's own pipeline
+            _COMPILED.setdefault((name, batch), e)
+        raise
     with torch.no_grad():
         ref = eager(**inputs).logits
     return fn, inputs, ref
 
 
+# (family, batch) -> the first CompiledHFModel, or the exception its compile raised.
 _COMPILED = {}
 
 

@@ -6,6 +6,7 @@ HF eager attention on the same weights within TOLERANCE (fp32 1e-5, bf16
 """
 
 import pytest
+from torch_mlir_flex.backend import FlexCompileError
 
 pytest.importorskip("transformers")
 
@@ -21,7 +22,7 @@ def _params():
         marks = []
         reasons = blockers(family.name)
         if reasons:
-            marks.append(pytest.mark.xfail(strict=True, reason="; ".join(reasons)))
+            marks.append(pytest.mark.xfail(strict=True, raises=FlexCompileError, reason="; ".join(reasons)))
         for batch in SEQ_LEN:
             for backend in BACKENDS:
                 yield pytest.param(family.name, batch, backend, id=f"{family.name}-b{batch}-{backend}", marks=marks)

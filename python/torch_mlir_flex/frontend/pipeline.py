@@ -18,6 +18,7 @@ from ..importer.custom_ops import CUSTOM_OP_HINT
 from .errors import FlexFrontendError
 from .fixups import widen_int32_index_tensors
 from .outline import FlexCallInfo, outline_flex_calls
+from .tm_tensor import lower_tm_tensor_ops
 from .unsupported import check_random_ops
 
 TORCH_BACKEND_PIPELINE = (
@@ -171,6 +172,7 @@ def lower_to_linalg_with_flex_outlined_module(
         _tag_origins(module)
         _run(module, _conversion_pipeline(allow_non_finites),
              "Torch backend IR -> linalg-on-tensors (flex outlined)")
+        lower_tm_tensor_ops(module, _origin)  # tm_tensor -> scf loops (tm_tensor/)
         _check_after_conversion(module)
         _run(module, TYPE_CONVERSION_PIPELINE, "Torch backend type conversion")
         _check_final(module)

@@ -35,3 +35,59 @@ def flex_decomposition_table() -> Dict[Any, Callable]:
     table = dict(get_decomposition_table())
     table.update(FLEX_DECOMPOSITIONS)
     return table
+
+
+# ---- ops torch-mlir does not know (branch tmtensor) ----
+# Decompositions run before import for torch ops that torch-mlir does not
+# know (they would reach the frontend as ``torch.operator`` and fail there).
+#
+# Each is written with aten ops that torch-mlir lowers; ``export_and_import``
+# adds them to its decomposition table (``with_flex_decompositions``).
+#
+# - ``aten.histc``: torch's CPU rule (bins of width (max-min)/bins computed
+#   in the input dtype, ``pos = trunc((x - min) * bins / (max - min))``, a
+#   value equal to max counted in the last bin, values outside [min, max]
+#   and NaN ignored, min == max meaning the data's range, an empty data
+#   range widened by 1 on each side), counted with ``index_put(accumulate=True)``
+#   (lowered by frontend/tm_tensor as a scatter loop).
+# - ``aten.sort.stable``: ``aten.sort`` (our sort lowering is always stable).
+# - ``aten.erfc``: ``1 - erf(x)`` (absolute error ~1e-7; no relative accuracy
+#   in the far tail).
+
+
+def _histc(self, bins: int = 100, min=0, max=0):
+    x = self.flatten()
+    dt = x.dtype
+    if float(min) == float(max):
+        lo, hi = aten.amin(x, [0]), aten.amax(x, [0])
+        same = lo == hi
+        lo, hi = torch.where(same, lo - 1, lo), torch.where(same, hi + 1, hi)
+    else:
+        lo = torch.full((), float(min), dtype=dt)
+        hi = torch.full((), float(max), dtype=dt)
+    valid = (x >= lo) & (x <= hi)
+    pos = ((x - lo) * bins / (hi - lo)).to(torch.int64)
+    pos = torch.where(pos == bins, pos - 1, pos).clamp(0, bins - 1)
+    counts = torch.zeros(bins, dtype=dt)
+    return aten.index_put(counts, [pos], valid.to(dt), True)
+
+
+def _sort_stable(self, *, stable=None, dim: int = -1, descending: bool = False):
+    return aten.sort.default(self, dim, descending)
+
+
+def _erfc(self):
+    return 1 - torch.erf(self)
+
+
+def flex_decompositions() -> Dict[Any, Callable]:
+    return {
+        aten.histc.default: _histc,
+        aten.sort.stable: _sort_stable,
+        aten.erfc.default: _erfc,
+    }
+
+
+def with_flex_decompositions(table: Dict[Any, Callable]) -> Dict[Any, Callable]:
+    """``table`` plus ours (a new dict; ours win for the same op)."""
+    return {**table, **flex_decompositions()}

@@ -23,6 +23,7 @@ from torch_mlir.dialects import torch as torch_d
 from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNodeImporter
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
+from .decompositions import with_flex_decompositions
 from .flex_hop import import_flex_attention
 from .custom_ops import custom_op_decompositions
 from .decompositions import flex_decomposition_table
@@ -242,6 +243,7 @@ def export_and_import(
             prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     if decomposition_table is None:
         decomposition_table = flex_decomposition_table()
+    decomposition_table = with_flex_decompositions(decomposition_table)  # histc, ...
     decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
     if decomposition_table:
         prog = _run_decompositions(prog, decomposition_table)

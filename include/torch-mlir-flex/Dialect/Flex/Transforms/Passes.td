@@ -158,4 +158,37 @@ def FlexWidenI1Memrefs : Pass<"flex-widen-i1-memrefs", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def FlexExpandMath : Pass<"flex-expand-math", "ModuleOp"> {
+  let summary = "Lower the math ops that LLVM IR translation cannot take";
+  let description = [{
+    convert-math-to-llvm leaves `math.erf`, `math.erfc`, `math.cbrt`,
+    `math.asinh`, `math.acosh` and `math.atanh` untouched, and the JIT
+    then fails ("missing LLVMTranslationDialectInterface"). torch-mlir's
+    linalg lowering emits erf (exact GELU, `torch.erf`) and the inverse
+    hyperbolic functions. This pass rewrites them, on scalars and vectors:
+
+    - f32 `erf`, `erfc`, `cbrt`: MLIR's polynomial approximations
+      (`populateMathPolynomialApproximationPatterns`); f16/bf16 operands are
+      computed in f32 and truncated;
+    - `asinh`, `acosh`, `atanh` (any float type): expansions in terms of
+      `log`/`log1p`/`sqrt`, written for accuracy (no cancellation for
+      negative or small arguments, no overflow for large ones);
+    - f64 `erf`, `erfc`, `cbrt`: calls to the C library (`erf`, `erfc`,
+      `cbrt`), which the JIT resolves in the process.
+
+    Any of these ops left afterwards (e.g. on an unsupported type) is an
+    error naming the op. Run before convert-math-to-llvm.
+
+    ```mlir
+    %y = math.erf %x : f32
+    ==>
+    (arith/math ops of a rational approximation; no math.erf)
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif

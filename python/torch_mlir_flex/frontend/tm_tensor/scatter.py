@@ -1,0 +1,72 @@
+"""tm_tensor.scatter (scatter, scatter_add, scatter_reduce, index_put,
+index_add, bincount) -> scf.for loops on tensors.
+
+    %r = tm_tensor.scatter {dimension_map = array<i64: m0, ...>}
+        unique_indices(u) ins(%updates, %indices) outs(%original)
+        { ^bb0(%update, %current): ... yield %new }
+
+As TMTensor defines it: for every position ``(i, s...)`` of ``updates``,
+the slice position ``s`` fills the trailing dimensions of ``original``;
+then each ``indices[i, t]`` is added at dimension ``dimension_map[t]``;
+``original[pos] = region(updates[i, s...], original[pos])``. Updates apply
+in order of ``i`` (so with repeated indices the last write wins, and
+accumulations are sequential like torch's CPU kernels).
+
+Indices are checked: ``cf.assert`` that each position is inside
+``original`` (torch raises IndexError there). For ``aten.index_put`` (the
+origin of index_put/index_add/setitem lowerings) negative indices count
+from the end first, as in Python.
+"""
+
+from torch_mlir import ir
+from torch_mlir.dialects import arith, cf
+
+from . import builder as B
+from .op import TmOp
+
+_WRAPS_NEGATIVE = ("aten.index_put", "aten._index_put_impl", "aten.index_add")
+
+
+def _index(op: TmOp, raw: ir.Value, size: ir.Value) -> ir.Value:
+    idx = arith.IndexCastOp(ir.IndexType.get(), raw).result
+    if op.origin.startswith(_WRAPS_NEGATIVE):
+        idx = B.select(B.cmpi("slt", idx, B.index(0)), B.addi(idx, size), idx)
+    return idx
+
+
+def _check(op: TmOp, pos: ir.Value, size: ir.Value, d: int):
+    ok = arith.AndIOp(B.cmpi("sge", pos, B.index(0)), B.cmpi("slt", pos, size)).result
+    cf.AssertOp(ok, f"index out of range in {op.origin} (dimension {d})")
+
+
+def lower_scatter(op: TmOp):
+    updates, indices = op.ins
+    (original,) = op.outs
+    dim_map = op.i64_array_attr("dimension_map")
+    upd_rank = ir.RankedTensorType(updates.type).rank
+    orig_rank = ir.RankedTensorType(original.type).rank
+    depth = ir.RankedTensorType(indices.type).get_dim_size(1)
+    if depth != len(dim_map) or any(not 0 <= m < orig_rank for m in dim_map):
+        raise op.error(f"has dimension_map {dim_map} for index depth {depth} "
+                       f"and rank {orig_rank}")
+    offset = orig_rank - (upd_rank - 1)
+    if offset < 0 or set(range(offset)) - set(dim_map):
+        raise op.error(f"updates of rank {upd_rank} with dimension_map {dim_map} "
+                       f"do not address every dimension of rank {orig_rank}")
+
+    def body(ivs, args):
+        (orig,) = args
+        pos = [None] * orig_rank
+        for k, iv in enumerate(ivs[1:]):
+            pos[offset + k] = iv
+        sizes = {m: B.dim(original, m) for m in dim_map}
+        for t, m in enumerate(dim_map):
+            idx = _index(op, B.extract(indices, [ivs[0], B.index(t)]), sizes[m])
+            pos[m] = idx if pos[m] is None else B.addi(pos[m], idx)
+        for m, size in sizes.items():
+            _check(op, pos[m], size, m)
+        new = B.inline_region(op.region, [B.extract(updates, ivs), B.extract(orig, pos)])[0]
+        return [B.insert(new, orig, pos)]
+
+    ubs = [B.dim(updates, i) for i in range(upd_rank)]
+    return B.loop_nest(ubs, [B.private_copy(original)], body)

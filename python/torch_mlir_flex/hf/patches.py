@@ -14,6 +14,8 @@ transformers' global state are left as they were).
    then derives them from an arange, which is never packed, so the answer is
    "not packed" (None) and the cumsum it would trace is not needed. With
    caller-given position_ids transformers' detection stays.
+4. MoE experts (``transformers::grouped_mm_fallback``) get a static-shape
+   decomposition (`moe.grouped_mm_decomposition`).
 """
 
 import contextlib
@@ -69,6 +71,7 @@ def export_patches(caller_gave_position_ids: bool):
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     from .attention import flex_attention_forward
+    from .moe import grouped_mm_decomposition
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(_override(ALL_ATTENTION_FUNCTIONS, "flex_attention", flex_attention_forward))
@@ -76,4 +79,5 @@ def export_patches(caller_gave_position_ids: bool):
                                       flex_block_mask))
         if not caller_gave_position_ids:
             stack.enter_context(_set_attr(masking_utils, "find_packed_sequence_indices", _no_packed_sequences))
+        stack.enter_context(grouped_mm_decomposition())
         yield

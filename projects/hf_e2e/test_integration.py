@@ -107,3 +107,16 @@ def test_compiled_model_call_convention():
         fn(input_ids=ids)
     with pytest.raises(flex_hf.FlexHFError, match="given twice"):
         fn(ids, input_ids=ids, attention_mask=mask)
+
+
+def test_grouped_mm_dense_matches_transformers_kernel():
+    import transformers.integrations.moe  # noqa: F401  (registers the op)
+
+    from torch_mlir_flex.hf.moe import grouped_mm_dense
+
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(10, 8, generator=g), torch.randn(4, 8, 6, generator=g)
+    for offs in ([2, 5, 5, 9], [0, 0, 10, 10], [3, 4, 6, 7]):
+        offs = torch.tensor(offs)
+        expected = torch.ops.transformers.grouped_mm_fallback(x, w, offs=offs)
+        torch.testing.assert_close(grouped_mm_dense(x, w, offs), expected)

@@ -120,3 +120,4 @@ def test_grouped_mm_dense_matches_transformers_kernel():
         offs = torch.tensor(offs)
         expected = torch.ops.transformers.grouped_mm_fallback(x, w, offs=offs)
         torch.testing.assert_close(grouped_mm_dense(x, w, offs), expected)
+

@@ -59,11 +59,9 @@ def main() -> int:
         expected = eager(**inputs).logits
     err = (got - expected)[mask.bool()].abs().max().item()
     print(f"HF tiny Llama ({args.backend}): max abs logit error vs HF eager = {err:.3e}")
-    if err <= TOLERANCE:
-        print("OK")
-        return 0
-    print("MISMATCH")
-    return 1
+    ok = err <= TOLERANCE
+    print("OK" if ok else "MISMATCH")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -71,11 +71,13 @@ def test_score_mod_unsupported_torch_op_is_named():
     assert "aten.erfinv" in str(e)
 
 
-def test_score_mod_tm_tensor_op_is_named():
+def test_score_mod_whole_tensor_cumsum_is_named():
+    # cumsum lowers (frontend/tm_tensor/), but a whole-tensor op per score
+    # element cannot be scalarized into the modifier region.
     m = Fn(lambda s, q, k, v: flex_attention(q, k, v, score_mod=lambda x, b, h, i, j: x + torch.cumsum(s.bias, 0)[h]))
     e = compile_error(m, qkv())
-    assert e.stage == "frontend"
-    assert re.search(r"op 'tm_tensor\.scan' \(from aten\.cumsum\)", str(e)), str(e)
+    assert e.stage == "materialize"
+    assert re.search(r"cannot scalarize '[a-z_.]+' in score_mod @sdpa_score\d+", str(e)), str(e)
 
 
 def one_line_cause(e, cause: str):
@@ -210,8 +212,9 @@ def test_nonzero_in_model_is_reported_as_nonzero():
 
 
 @pytest.mark.parametrize("what,fn,pattern", [
-    ("sort", lambda s, q, k, v: flex_attention(torch.sort(q, dim=-1)[0], k, v), r"op 'tm_tensor\.sort' \(from aten\.sort"),
-    ("cumsum", lambda s, q, k, v: flex_attention(torch.cumsum(q, dim=2), k, v), r"op 'tm_tensor\.scan' \(from aten\.cumsum"),
+    # sort/cumsum/scatter lower (test/python/backend/test_tm_tensor_ops.py).
+    ("kthvalue", lambda s, q, k, v: flex_attention(torch.kthvalue(q, 2, dim=-1, keepdim=True)[0] + q, k, v),
+     r"op 'tm_tensor\.topk' \(from aten\.kthvalue"),
 ])
 def test_model_op_lowering_to_tm_tensor_is_named(what, fn, pattern):
     e = compile_error(Fn(fn), qkv())

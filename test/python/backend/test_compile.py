@@ -106,17 +106,17 @@ def test_wrong_shape_and_type(causal_fn):
         causal_fn(q, k, [1.0])
 
 
-class SortAfter(torch.nn.Module):
+class KthAfter(torch.nn.Module):
     def forward(self, q, k, v):
-        return torch.sort(flex_attention(q, k, v), dim=-1).values
+        return torch.kthvalue(flex_attention(q, k, v), 2, dim=-1).values
 
 
 def test_tm_tensor_op_is_named():
     with pytest.raises(FlexCompileError) as ei:
-        torch_mlir_flex.compile(SortAfter(), qkv())
+        torch_mlir_flex.compile(KthAfter(), qkv())
     e = ei.value
     assert e.stage == "frontend"
-    assert "tm_tensor.sort" in str(e) and "aten.sort" in str(e)
+    assert "tm_tensor.topk" in str(e) and "aten.kthvalue" in str(e)
     assert str(e).startswith("frontend: ")
     assert isinstance(e, FlexBackendError)
 
@@ -289,7 +289,7 @@ def get_inputs():
 '''
 
 SORT_MODEL_FILE = MODEL_FILE.replace("return flex_attention(q, k, v, block_mask=BM)",
-                                     "return torch.sort(flex_attention(q, k, v), dim=-1).values")
+                                     "return torch.kthvalue(flex_attention(q, k, v), 2, dim=-1).values")
 
 
 def _cli(*args):
@@ -331,7 +331,7 @@ def test_cli_flex_mlir_run(files):
     ("nofuncs.py", "must define functions get_model() and get_inputs()"),
     ("syntax.py", "cannot load the model file: SyntaxError"),
     ("bad.mlir", "cannot parse"),
-    ("sort.py", "tm_tensor.sort"),
+    ("sort.py", "tm_tensor.topk"),
 ])
 def test_cli_errors(files, name, message):
     r = _cli("compile", str(files / name))

@@ -36,14 +36,19 @@ def dim(t: ir.Value, i: int) -> ir.Value:
     return index(ty.get_dim_size(i))
 
 
-def empty_like(t: ir.Value) -> ir.Value:
+def scratch_like(t: ir.Value) -> ir.Value:
+    """A new tensor of ``t``'s type with undefined contents. Not
+    tensor.empty: cse would merge two of them into one value, and two loop
+    destinations initialized from it then share one buffer after
+    bufferization."""
     ty = ir.RankedTensorType(t.type)
-    sizes = [dim(t, i) if ty.is_dynamic_dim(i) else ty.get_dim_size(i) for i in range(ty.rank)]
-    return tensor.EmptyOp(sizes, ty.element_type).result
+    dyn = [dim(t, i) for i in range(ty.rank) if ty.is_dynamic_dim(i)]
+    return bufferization.AllocTensorOp(ty, dyn).result
 
 
-# Producers whose result is a new buffer after bufferization.
-_FRESH = ("tensor.empty", "linalg.fill", "bufferization.alloc_tensor")
+# Producers whose result is a new buffer with defined contents after
+# bufferization (tensor.empty is not: cse may merge two of them).
+_FRESH = ("linalg.fill", "bufferization.alloc_tensor")
 
 
 def private_copy(t: ir.Value) -> ir.Value:

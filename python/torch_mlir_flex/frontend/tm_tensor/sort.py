@@ -148,6 +148,6 @@ def lower_sort(op: TmOp):
         return B.for_loop(B.index(0), pairs, args, two_passes)
 
     outer = [B.dim(outs[0], i) for i in range(ty.rank) if i != d]
-    scratch = [B.empty_like(t) for t in outs]
+    scratch = [B.scratch_like(t) for t in outs]
     dests = [B.private_copy(t) for t in outs]
     return B.loop_nest(outer, dests + scratch, line)[:m]

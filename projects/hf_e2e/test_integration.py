@@ -92,6 +92,10 @@ class _TinyLM(torch.nn.Module):
 
 
 def test_compiled_model_call_convention():
+    # The eager flex calls of the tests above fill dynamo's cache for
+    # flex_attention's internal frame past its recompile limit; torch 2.13
+    # then fails while explaining the guard miss inside torch.export.
+    torch._dynamo.reset()
     torch.manual_seed(0)
     model = _TinyLM()
     ids = torch.randint(0, 32, (2, 7))

@@ -15,7 +15,7 @@ lit -v "$BUILD/test"
 
 echo "== pytest"
 set +e
-python -m pytest -q -p no:cacheprovider test/python projects/e2e test/robustness
+python -m pytest -q -p no:cacheprovider test/python projects/e2e projects/hf_e2e test/robustness
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

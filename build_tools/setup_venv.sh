@@ -17,6 +17,9 @@ echo "== installing pinned requirements"
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -r "$ROOT/requirements.txt"
 python "$ROOT/build_tools/check_versions.py"
+# transformers without dependency resolution (see requirements-hf.txt)
+python -m pip install --quiet -r "$ROOT/requirements-hf.txt"
+python -m pip install --quiet --no-deps transformers==5.25.0
 echo "== building C++ and installing torch_mlir_flex"
 python -m pip install --quiet --no-build-isolation --no-deps -e "$ROOT"
 echo "== ready: source $VENV/bin/activate"

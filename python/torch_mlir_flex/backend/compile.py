@@ -179,14 +179,14 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: st
 
 
 def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND,
-        arg_names=None, shape_checks=None) -> JitFunction:
+        arg_names=None, shape_checks=None, opt_level: int = 2) -> JitFunction:
     from .pipelines import PIPELINES
 
     if backend not in PIPELINES:
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     try:
         return JitFunction(flex_text, func_name, pipeline=backend, arg_names=arg_names,
-                           shape_checks=shape_checks)
+                           shape_checks=shape_checks, opt_level=opt_level)
     except FlexBackendError as e:
         raise FlexCompileError("lower", str(e)) from e
 
@@ -247,7 +247,7 @@ class CompiledModule:
 
 
 def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,
-            func_name: str = "main") -> CompiledModule:
+            func_name: str = "main", opt_level: int = 2) -> CompiledModule:
     """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
     of tensors, or one tensor) with the lowering pipeline `backend`
     ("reference", "tiled", ... see `backend.pipelines.PIPELINES`).
@@ -255,6 +255,8 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     `dynamic_shapes` is passed to `torch.export.export`, e.g.
     ``{"q": {2: Dim("S")}, ...}``; dims that stay dynamic become ``?`` in the
     IR and the callable accepts any size there.
+    `opt_level` is LLVM's optimization level for the JIT (0-3); whole models
+    with weights as constants JIT much faster at 0.
     Returns a `CompiledModule`; raises `FlexCompileError`."""
     import torch
 
@@ -273,7 +275,8 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     linalg_ir = to_linalg(torch_module)
     flex_ir = materialize(linalg_ir)
     names = [n for n, _ in arg_specs] if arg_specs else None
-    fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=_export_checks(ep, names))
+    fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=_export_checks(ep, names),
+             opt_level=opt_level)
     if arg_specs is not None and len(arg_specs) != len(fn.arg_types):
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
@@ -281,10 +284,11 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
                           arg_specs=arg_specs, out_spec=out_spec)
 
 
-def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main") -> CompiledModule:
+def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",
+                 opt_level: int = 2) -> CompiledModule:
     """Compile linalg-on-tensors frontend output or flex IR text."""
     flex_ir = materialize(text)
-    fn = jit(flex_ir, func_name, backend)
+    fn = jit(flex_ir, func_name, backend, opt_level)
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=None,
                           linalg_ir=text if has_outlined_flex_calls(text) else None, flex_ir=flex_ir)
 

@@ -245,6 +245,7 @@ def export_and_import(
         decomposition_table = flex_decomposition_table()
     else:
         decomposition_table = with_flex_decompositions(decomposition_table)
+    decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
     forget_capture_constant_values(prog)
     inline_scalar_constants(prog)
     if decomposition_table:

@@ -288,7 +288,7 @@ def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "ma
                  opt_level: int = 2) -> CompiledModule:
     """Compile linalg-on-tensors frontend output or flex IR text."""
     flex_ir = materialize(text)
-    fn = jit(flex_ir, func_name, backend, opt_level)
+    fn = jit(flex_ir, func_name, backend, opt_level=opt_level)
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=None,
                           linalg_ir=text if has_outlined_flex_calls(text) else None, flex_ir=flex_ir)
 

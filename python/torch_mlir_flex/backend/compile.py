@@ -23,6 +23,7 @@ has no lowering ...``; the original exception is chained as ``__cause__``.
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
+from .. import log
 from .jit import FlexBackendError, JitFunction
 from .pipelines import DEFAULT_BACKEND
 
@@ -179,13 +180,22 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND) -> str:
     return str(module)
 
 
-def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND) -> JitFunction:
+def _check_backend(backend: str) -> None:
     from .pipelines import PIPELINES
 
     if backend not in PIPELINES:
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
+
+
+def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND) -> JitFunction:
+    from .pipelines import get_pipeline
+    from .report import log_flash_choices
+
+    _check_backend(backend)
+    log_flash_choices(flex_text, get_pipeline(backend))
     try:
-        return JitFunction(flex_text, func_name, pipeline=backend)
+        with log.stage(f"lower+jit ({backend})"):
+            return JitFunction(flex_text, func_name, pipeline=backend)
     except FlexBackendError as e:
         raise FlexCompileError("lower", str(e)) from e
 
@@ -271,26 +281,38 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     Returns a `CompiledModule`; raises `FlexCompileError`."""
     import torch
 
-    from .pipelines import PIPELINES
-
-    if backend not in PIPELINES:
-        raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
+    _check_backend(backend)
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     example_args = tuple(example_args)
-    ep = export_model(model, example_args, dynamic_shapes)
-    out_spec = ep.call_spec.out_spec
+    with log.stage("export"):
+        ep = export_model(model, example_args, dynamic_shapes)
+    return compile_exported(ep, example_args, backend, func_name)
+
+
+def compile_exported(ep, example_args, backend: str = DEFAULT_BACKEND,
+                     func_name: str = "main") -> CompiledModule:
+    """The stages after `torch.export`: an ExportedProgram -> `CompiledModule`."""
+    _check_backend(backend)
+    dump_id = log.new_dump_id(func_name)
     arg_specs = _user_input_specs(ep, example_args)
-    torch_module = import_model(ep, func_name)
-    torch_ir = str(torch_module)
-    linalg_ir = to_linalg(torch_module)
-    flex_ir = materialize(linalg_ir)
+    with log.stage("import"):
+        torch_module = import_model(ep, func_name)
+        torch_ir = str(torch_module)
+    log.dump_ir(dump_id, "torch", torch_ir)
+    with log.stage("to_linalg"):
+        linalg_ir = to_linalg(torch_module)
+    log.dump_ir(dump_id, "linalg", linalg_ir)
+    with log.stage("materialize"):
+        flex_ir = materialize(linalg_ir)
+    log.dump_ir(dump_id, "flex", flex_ir)
     fn = jit(flex_ir, func_name, backend)
+    log.dump_ir(dump_id, "llvm", fn.lowered)
     if arg_specs is not None and len(arg_specs) != len(fn.arg_types):
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
-                          arg_specs=arg_specs, out_spec=out_spec)
+                          arg_specs=arg_specs, out_spec=ep.call_spec.out_spec)
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main") -> CompiledModule:

@@ -12,11 +12,10 @@ hits. TORCH_MLIR_FLEX_DUMP_IR=DIR writes the IR of every stage of every
 compilation to DIR (one file per stage) and logs each path.
 """
 
-import contextlib
+import functools
 import itertools
 import logging
 import os
-import re
 import time
 
 LOGGER_NAME = "torch_mlir_flex"
@@ -42,32 +41,40 @@ def enable(level=logging.INFO) -> logging.Logger:
     return logger
 
 
-@contextlib.contextmanager
-def stage(name: str):
-    """Times the block and logs it at INFO as `stage NAME: T s`."""
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        logger.info("stage %s: %.3f s", name, time.perf_counter() - start)
+def timed(stage: str, dump: str = "", before=None):
+    """Decorates a compiler stage: logs its time at INFO as `stage NAME: T s`,
+    writes its result's IR to the dump directory as `<n>.<dump>.mlir` when
+    TORCH_MLIR_FLEX_DUMP_IR is set, and first calls `before(*args, **kw)`."""
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def staged(*args, **kwargs):
+            if before is not None:
+                before(*args, **kwargs)
+            start = time.perf_counter()
+            result = fn(*args, **kwargs)
+            logger.info("stage %s: %.3f s", stage, time.perf_counter() - start)
+            if dump:
+                dump_ir(dump, getattr(result, "lowered", result))
+            return result
+
+        return staged
+
+    return wrap
 
 
-def new_dump_id(func_name: str) -> str:
-    """A prefix naming one compilation's dump files (unique in this process)."""
-    return f"{os.getpid()}-{next(_dump_ids):03d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', func_name)}"
-
-
-def dump_ir(dump_id: str, stage_name: str, text) -> None:
-    """Writes `text` to $TORCH_MLIR_FLEX_DUMP_IR/<dump_id>.<stage>.mlir when
-    the variable is set, and logs where."""
+def dump_ir(stage: str, ir) -> None:
+    """Writes `ir` to $TORCH_MLIR_FLEX_DUMP_IR/<pid>-<n>.<stage>.mlir (n counts
+    the dumps of this process, so files sort in pipeline order) when the
+    variable is set, and logs where."""
     directory = os.environ.get(DUMP_ENV)
-    if not directory or text is None:
+    if not directory or ir is None:
         return
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{dump_id}.{stage_name}.mlir")
+    path = os.path.join(directory, f"{os.getpid()}-{next(_dump_ids):04d}.{stage}.mlir")
     with open(path, "w") as f:
-        f.write(str(text))
-    logger.info("IR after stage %s written to %s", stage_name, path)
+        f.write(str(ir))
+    logger.info("IR after stage %s written to %s", stage, path)
 
 
 def _level_from_env():

@@ -23,9 +23,10 @@ has no lowering ...``; the original exception is chained as ``__cause__``.
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
-from .. import log
+from ..log import timed
 from .jit import FlexBackendError, JitFunction
 from .pipelines import DEFAULT_BACKEND
+from .report import log_flash_choices
 
 MATERIALIZE_PASS = "flex-materialize"
 # The textual pipeline that `loops_ir` truncates (see `pipeline_until`).
@@ -47,6 +48,7 @@ class FlexCompileError(FlexBackendError):
 # --------------------------------------------------------------------------
 
 
+@timed("export")
 def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
     """torch.export.export, with errors as FlexCompileError('export')."""
     import torch
@@ -69,6 +71,7 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
         raise FlexCompileError("export", f"torch.export failed: {type(e).__name__}: {_first_lines(e)}") from e
 
 
+@timed("import", dump="torch")
 def import_model(exported, func_name: str = "main"):
     """Our importer on an ExportedProgram -> a torch-mlir Module (raw Torch IR)."""
     from ..importer import FlexImportError, export_and_import
@@ -81,6 +84,7 @@ def import_model(exported, func_name: str = "main"):
         raise FlexCompileError("import", f"{type(e).__name__}: {_first_lines(e)}") from e
 
 
+@timed("to_linalg", dump="linalg")
 def to_linalg(torch_module) -> str:
     """Our frontend (lowers `torch_module` in place) -> linalg-on-tensors text."""
     from ..frontend import FlexFrontendError, lower_to_linalg_with_flex_outlined
@@ -123,6 +127,7 @@ def has_outlined_flex_calls(text: str) -> bool:
     return "@__flex_attention_" in text
 
 
+@timed("materialize", dump="flex")
 def materialize(linalg_text: str) -> str:
     """Frontend text -> flex IR (`flex.attention` ops) in our MLIR context."""
     from ..mlir import ir
@@ -180,22 +185,14 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND) -> str:
     return str(module)
 
 
-def _check_backend(backend: str) -> None:
+@timed("lower+jit", dump="llvm", before=log_flash_choices)
+def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND) -> JitFunction:
     from .pipelines import PIPELINES
 
     if backend not in PIPELINES:
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
-
-
-def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND) -> JitFunction:
-    from .pipelines import get_pipeline
-    from .report import log_flash_choices
-
-    _check_backend(backend)
-    log_flash_choices(flex_text, get_pipeline(backend))
     try:
-        with log.stage(f"lower+jit ({backend})"):
-            return JitFunction(flex_text, func_name, pipeline=backend)
+        return JitFunction(flex_text, func_name, pipeline=backend)
     except FlexBackendError as e:
         raise FlexCompileError("lower", str(e)) from e
 
@@ -281,38 +278,26 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     Returns a `CompiledModule`; raises `FlexCompileError`."""
     import torch
 
-    _check_backend(backend)
+    from .pipelines import PIPELINES
+
+    if backend not in PIPELINES:
+        raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     example_args = tuple(example_args)
-    with log.stage("export"):
-        ep = export_model(model, example_args, dynamic_shapes)
-    return compile_exported(ep, example_args, backend, func_name)
-
-
-def compile_exported(ep, example_args, backend: str = DEFAULT_BACKEND,
-                     func_name: str = "main") -> CompiledModule:
-    """The stages after `torch.export`: an ExportedProgram -> `CompiledModule`."""
-    _check_backend(backend)
-    dump_id = log.new_dump_id(func_name)
+    ep = export_model(model, example_args, dynamic_shapes)
+    out_spec = ep.call_spec.out_spec
     arg_specs = _user_input_specs(ep, example_args)
-    with log.stage("import"):
-        torch_module = import_model(ep, func_name)
-        torch_ir = str(torch_module)
-    log.dump_ir(dump_id, "torch", torch_ir)
-    with log.stage("to_linalg"):
-        linalg_ir = to_linalg(torch_module)
-    log.dump_ir(dump_id, "linalg", linalg_ir)
-    with log.stage("materialize"):
-        flex_ir = materialize(linalg_ir)
-    log.dump_ir(dump_id, "flex", flex_ir)
+    torch_module = import_model(ep, func_name)
+    torch_ir = str(torch_module)
+    linalg_ir = to_linalg(torch_module)
+    flex_ir = materialize(linalg_ir)
     fn = jit(flex_ir, func_name, backend)
-    log.dump_ir(dump_id, "llvm", fn.lowered)
     if arg_specs is not None and len(arg_specs) != len(fn.arg_types):
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
-                          arg_specs=arg_specs, out_spec=ep.call_spec.out_spec)
+                          arg_specs=arg_specs, out_spec=out_spec)
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main") -> CompiledModule:

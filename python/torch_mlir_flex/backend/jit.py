@@ -16,6 +16,7 @@ import numpy as np
 from .. import _load_order
 from ..mlir import execution_engine, ir, passmanager
 from ..mlir.runtime import np_to_memref as _np_memref
+from . import cache as compile_cache
 
 _MLIR_TO_NP = {
     "f32": np.float32,
@@ -166,7 +167,7 @@ class JitFunction:
                 raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
             self.lowered = module
             try:
-                self.engine = execution_engine.ExecutionEngine(
+                self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
                     module, opt_level=opt_level,
                     shared_libs=self._shared_libs(text, shared_libs))
             except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express

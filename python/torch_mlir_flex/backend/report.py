@@ -7,6 +7,7 @@ import re
 from typing import List, Tuple
 
 from ..log import get_logger
+from .pipelines import DEFAULT_BACKEND, get_pipeline
 
 log = get_logger("backend")
 
@@ -37,11 +38,12 @@ def flash_choices(flex_text: str, pipeline_text: str) -> List[Tuple[Tuple[int, .
     return choices
 
 
-def log_flash_choices(flex_text: str, pipeline_text: str) -> None:
+def log_flash_choices(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND, **_) -> None:
+    """Logs what flex-to-flash chooses for `backend` (takes `jit`'s arguments)."""
     if not log.isEnabledFor(logging.INFO):
         return
     try:
-        choices = flash_choices(flex_text, pipeline_text)
+        choices = flash_choices(flex_text, get_pipeline(backend))
     except Exception as e:  # logging must never break a compilation
         log.info("flex-to-flash choices unavailable: %s", e)
         return

@@ -9,6 +9,7 @@ developer's build, reused by `ninja -C build`) and ./build-wheel for
 `pip install .` / `pip wheel .`. LLVM/MLIR come from the xtc-* packages of
 the Python running the build (pip's isolated build environment, or the venv
 with --no-build-isolation); when that changes, the build is reconfigured.
+CMAKE_BUILD_PARALLEL_LEVEL=N limits the build to N jobs.
 """
 
 import os
@@ -70,7 +71,8 @@ def cmake_build(build_dir: str):
     os.makedirs(build_dir, exist_ok=True)
     if not configured:
         subprocess.check_call(args)
-    subprocess.check_call(["ninja", "-C", build_dir])
+    jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL")  # default: ninja's own
+    subprocess.check_call(["ninja", "-C", build_dir] + ([f"-j{jobs}"] if jobs else []))
 
 
 class BuildWithCMake(build_py):

@@ -43,6 +43,8 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None) -> Cal
             reason = _output_mismatch(compiled)
         except FlexCompileError as e:
             reason = str(e)
+        except Exception as e:  # a bug of ours must not break the user's model
+            reason = f"internal error: {type(e).__name__}: {e}"
     if reason is not None:
         stats["eager"] += 1
         log.warning("torch_mlir_flex: running a captured graph (%d ops) in eager PyTorch: %s",

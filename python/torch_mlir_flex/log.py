@@ -31,8 +31,10 @@ def get_logger(name: str = "") -> logging.Logger:
 
 
 def enable(level=logging.INFO) -> logging.Logger:
-    """Sends `torch_mlir_flex` records at `level` and above to stderr."""
+    """Sends `torch_mlir_flex` records at `level` and above to stderr (and
+    not to the root logger's handlers, so they print once)."""
     logger.setLevel(level)
+    logger.propagate = False
     if not any(getattr(h, "_torch_mlir_flex", False) for h in logger.handlers):
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("[%(name)s] %(levelname)s: %(message)s"))

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -75,11 +75,37 @@ def cmake_build(build_dir: str):
     subprocess.check_call(["ninja", "-C", build_dir] + ([f"-j{jobs}"] if jobs else []))
 
 
+def copy_external_links(package_dir: str):
+    """The MLIR Python sources are symlinks into the build environment's
+    site-packages; pip deletes an isolated one after the build, so an
+    editable install keeps copies instead."""
+    for dirpath, _, files in os.walk(package_dir):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path) and not os.path.realpath(path).startswith(ROOT + os.sep):
+                target = os.path.realpath(path)
+                os.remove(path)
+                shutil.copy2(target, path)
+
+
 class BuildWithCMake(build_py):
     def run(self):
         default = "build" if getattr(self, "editable_mode", False) else "build-wheel"
         cmake_build(os.path.abspath(os.environ.get("FLEX_BUILD_DIR") or os.path.join(ROOT, default)))
+        copy_external_links(os.path.join(ROOT, "python", "torch_mlir_flex", "mlir"))
         super().run()
 
 
-setup(cmdclass={"build_py": BuildWithCMake})
+class NativeDistribution(Distribution):
+    """Holds native libraries: the wheel gets a CPython/platform tag."""
+
+    def has_ext_modules(self):
+        return True
+
+
+setup(
+    cmdclass={"build_py": BuildWithCMake},
+    distclass=NativeDistribution,
+    # Not ./build: a CMake build there has a lib/ of its own.
+    options={"build": {"build_base": "build-setuptools"}},
+)

@@ -12,6 +12,7 @@ hits. TORCH_MLIR_FLEX_DUMP_IR=DIR writes the IR of every stage of every
 compilation to DIR (one file per stage) and logs each path.
 """
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -41,6 +42,27 @@ def enable(level=logging.INFO) -> logging.Logger:
         handler._torch_mlir_flex = True
         logger.addHandler(handler)
     return logger
+
+
+@contextlib.contextmanager
+def capture(level=logging.INFO):
+    """Collects the messages of `torch_mlir_flex` records at `level` and
+    above while the block runs (for tests and tools); yields the list."""
+    messages = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    handler, old_level = Collect(level), logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > level:
+        logger.setLevel(level)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
 
 
 def timed(stage: str, dump: str = "", before=None):

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from torch_mlir_flex import dynamo
+from torch_mlir_flex import dynamo, log
 
 warnings.filterwarnings("ignore")
 dynamo.register()  # no-op when the entry point is installed
@@ -59,18 +59,13 @@ class SortTail(torch.nn.Module):
         return torch.sort(x * 2.0, dim=-1).values
 
 
+def mlp_fn(x, w):
+    return torch.tanh(x @ w).sum(dim=-1, keepdim=True) * x
+
+
 def qkv(S=S, E=32, seed=0):
     g = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(1, 2, S, E, generator=g) for _ in range(3))
-
-
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
 
 
 @pytest.fixture
@@ -78,12 +73,9 @@ def fresh():
     """A clean Dynamo cache, the stats before the test, and the warnings of
     the torch_mlir_flex logger during the test."""
     torch._dynamo.reset()
-    handler = Records()
-    logger = logging.getLogger("torch_mlir_flex")
-    logger.addHandler(handler)
     before = dict(dynamo.stats)
-    yield lambda key: dynamo.stats[key] - before.get(key, 0), handler.messages
-    logger.removeHandler(handler)
+    with log.capture(logging.WARNING) as warned:
+        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
 
 
 def test_registered_by_name():
@@ -145,10 +137,6 @@ def test_training_mode_falls_back(fresh):
     out.sum().backward()  # eager graph: autograd still works
     assert model.weight.grad is not None
     assert delta("eager") == 1 and "inference only" in warned[0]
-
-
-def mlp_fn(x, w):
-    return torch.tanh(x @ w).sum(dim=-1, keepdim=True) * x
 
 
 def test_new_shape_with_dynamic_false_recompiles(fresh):

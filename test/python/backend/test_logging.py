@@ -32,24 +32,10 @@ CAUSAL = """func.func @main(%q: tensor<1x2x128x16xf32>, %k: tensor<1x2x128x16xf3
 """
 
 
-class Records(logging.Handler):
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
 @pytest.fixture
 def records():
-    logger = logging.getLogger("torch_mlir_flex")
-    handler, level = Records(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    yield handler.messages
-    logger.removeHandler(handler)
-    logger.setLevel(level)
+    with log.capture(logging.INFO) as messages:
+        yield messages
 
 
 def test_tile_sizes_and_classification_are_logged(records):

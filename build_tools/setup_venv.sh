@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine: a virtual environment with every pinned package,
-# then builds the C++ and installs torch_mlir_flex (editable) into it.
-#   FLEX_VENV   where the venv goes (default: .venv in the repo)
+# then builds the C++ and installs torch_mlir_flex (editable) into it through
+# pyproject.toml's PEP 517 build (setup.py runs CMake + Ninja).
+#   FLEX_VENV       where the venv goes (default: .venv in the repo)
+#   FLEX_BUILD_DIR  the CMake build directory (default: build in the repo),
+#                   reused by later runs and by `ninja -C build`
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${FLEX_VENV:-$ROOT/.venv}"
@@ -21,5 +24,8 @@ python "$ROOT/build_tools/check_versions.py"
 python -m pip install --quiet -r "$ROOT/requirements-hf.txt"
 python -m pip install --quiet --no-deps transformers==5.25.0
 echo "== building C++ and installing torch_mlir_flex"
-python -m pip install --quiet --no-build-isolation --no-deps -e "$ROOT"
+# The venv already holds pyproject.toml's build requirements (requirements.txt
+# pins the same versions; pip checks them), so the build runs in it and the
+# build directory stays valid for incremental rebuilds.
+python -m pip install --quiet --no-build-isolation --check-build-dependencies -e "$ROOT"
 echo "== ready: source $VENV/bin/activate"

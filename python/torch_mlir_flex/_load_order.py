@@ -24,6 +24,9 @@ def _torch_mlir_llvm_loaded() -> bool:
 
 LOADED_FIRST = not _torch_mlir_llvm_loaded()
 
+from ._native import preload_llvm  # noqa: E402
+
+preload_llvm()
 from .mlir import ir as _ir  # noqa: E402,F401  (loads our LLVM now)
 
 LOAD_ORDER_MESSAGE = (

@@ -60,6 +60,8 @@ def find_tool(name: str) -> str:
         return found
     raise ToolNotFoundError(f"{name} not found: {_hint(name)}")
 
+from ._native import llvm_lib_dir
+
 
 def _tool(name: str) -> str:
     path = os.path.join(os.path.dirname(__file__), "_bin", name)
@@ -73,4 +75,8 @@ def _tool(name: str) -> str:
 
 def flex_opt() -> None:
     path = _tool("flex-opt")
-    os.execv(path, [path] + sys.argv[1:])
+    env = dict(os.environ)
+    lib = llvm_lib_dir()  # libLLVM.so, wherever the tool was built
+    if lib:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [lib, env.get("LD_LIBRARY_PATH")]))
+    os.execve(path, [path] + sys.argv[1:], env)

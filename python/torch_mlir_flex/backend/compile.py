@@ -25,7 +25,9 @@ from typing import Any, Optional, Sequence
 from .. import _load_order  # noqa: F401  (our LLVM first)
 from .errors import FlexBackendError, FlexCompileError
 from .jit import JitFunction
+from ..log import timed
 from .pipelines import DEFAULT_BACKEND
+from .report import log_flash_choices
 
 MATERIALIZE_PASS = "flex-materialize"
 # The textual pipeline that `loops_ir` truncates (see `pipeline_until`).
@@ -37,6 +39,7 @@ LOOPS_STOP_BEFORE = "convert-scf-to-cf"
 # --------------------------------------------------------------------------
 
 
+@timed("export")
 def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
     """torch.export.export, with errors as FlexCompileError('export')."""
     import torch
@@ -59,6 +62,7 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
         raise FlexCompileError("export", f"torch.export failed: {type(e).__name__}: {_first_lines(e)}") from e
 
 
+@timed("import", dump="torch")
 def import_model(exported, func_name: str = "main"):
     """Our importer on an ExportedProgram -> a torch-mlir Module (raw Torch IR)."""
     from ..importer import FlexImportError, export_and_import
@@ -71,6 +75,7 @@ def import_model(exported, func_name: str = "main"):
         raise FlexCompileError("import", f"{type(e).__name__}: {_first_lines(e)}") from e
 
 
+@timed("to_linalg", dump="linalg")
 def to_linalg(torch_module) -> str:
     """Our frontend (lowers `torch_module` in place) -> linalg-on-tensors text."""
     from ..frontend import FlexFrontendError, lower_to_linalg_with_flex_outlined
@@ -113,6 +118,7 @@ def has_outlined_flex_calls(text: str) -> bool:
     return "@__flex_attention_" in text
 
 
+@timed("materialize", dump="flex")
 def materialize(linalg_text: str) -> str:
     """Frontend text -> flex IR (`flex.attention` ops) in our MLIR context."""
     from ..mlir import ir
@@ -178,6 +184,7 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: st
     return str(module)
 
 
+@timed("lower+jit", dump="llvm", before=log_flash_choices)
 def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND,
         arg_names=None, shape_checks=None, opt_level: int = 2) -> JitFunction:
     from .pipelines import PIPELINES

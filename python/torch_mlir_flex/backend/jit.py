@@ -22,6 +22,7 @@ from .calling import entry_signature, find_func, status_messages, to_destination
 from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
 from .shapes import ShapeProgram
 from .prechecks import check_known_parser_aborts, _check_memref_element_types  # noqa: F401
+from . import cache as compile_cache
 
 
 def _split_before(pipeline: str, pass_name: str):
@@ -76,7 +77,7 @@ class JitFunction:
                 raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
             self.lowered = module
             try:
-                self.engine = execution_engine.ExecutionEngine(
+                self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
                     module, opt_level=opt_level,
                     shared_libs=self._shared_libs(text, shared_libs))
             except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express

@@ -59,6 +59,8 @@
 // CHECK: scf.forall.in_parallel
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %[[O]][0, %[[H]], %[[M0]], 0] [1, 1, 64, 32]
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %[[L]][0, %[[H]], %[[M0]]] [1, 1, 64]
+// What the pass chose, kept on the forall for torch_mlir_flex's logging:
+// CHECK: } {flex.block_classification = "interval", flex.tiles = array<i64: 64, 64>}
 // No tensor of size B*H*M*N:
 // CHECK-NOT: tensor<1x4x128x128xf32>
 // Vector micro-kernels (default): Q.K^T with 4 rows of S (vector<64xf32>)
@@ -86,6 +88,7 @@
 // NOSKIP: scf.for {{.*}} -> (tensor<16xf32>, tensor<16xf32>, tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>)
 // NOSKIP-NOT: scf.if
 // NOSKIP: scf.forall.in_parallel
+// NOSKIP: } {flex.block_classification = "none", flex.tiles = array<i64: 16, 32>}
 func.func @causal(%q: tensor<1x4x128x32xf32>, %k: tensor<1x4x128x32xf32>, %v: tensor<1x4x128x32xf32>) -> (tensor<1x4x128x32xf32>, tensor<1x4x128xf32>) {
   %o = tensor.empty() : tensor<1x4x128x32xf32>
   %l = tensor.empty() : tensor<1x4x128xf32>
@@ -171,6 +174,7 @@ func.func @decode(%q: tensor<1x4x1x64xf32>, %k: tensor<1x4x300x64xf32>, %v: tens
 // CHECK: scf.if %[[ANY]]
 // CHECK: linalg.generic
 // CHECK: scf.if %[[ALL]]
+// CHECK: } {flex.block_classification = "dense", flex.tiles = array<i64: 64, 64>}
 func.func @document(%q: tensor<1x2x128x16xf32>, %k: tensor<1x2x128x16xf32>, %v: tensor<1x2x128x16xf32>, %doc: tensor<128xi64>) -> tensor<1x2x128x16xf32> {
   %o = tensor.empty() : tensor<1x2x128x16xf32>
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>)

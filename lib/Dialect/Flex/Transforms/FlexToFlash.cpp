@@ -1255,6 +1255,13 @@ LogicalResult FlashLowering::run(bool &lowered) {
   if (results.size() != op->getNumResults())
     return op.emitOpError("flex-to-flash: unexpected number of results");
   b.replaceOp(op, results);
+  // What was chosen, for torch_mlir_flex's logging (discardable, dropped by
+  // the forall's own lowering).
+  forall->setAttr("flex.tiles", b.getDenseI64ArrayAttr({Mt, Nt}));
+  forall->setAttr("flex.block_classification",
+                  b.getStringAttr(analytic ? "interval"
+                                  : dense  ? "dense"
+                                           : "none"));
   forallOp = forall;
   lowered = true;
   return success();

@@ -1,0 +1,170 @@
+"""On-disk compile cache: LLVM code generation once per lowered module.
+
+`engine_for(module, opt_level, shared_libs)` stands in for
+`ExecutionEngine(module, ...)`. The key is a hash of the lowered module
+(LLVM dialect text, which reflects the pipeline and its options), the
+optimization level, the shared libraries and the LLVM version. On a miss the
+ExecutionEngine compiles as usual, its object file is dumped
+(`dump_to_object_file`) and linked into a shared library with the system C
+compiler (`cc -shared`); on a hit that library is loaded with ctypes and the
+engine's functions are looked up there (`SharedObjectEngine`, same
+`raw_lookup`/`lookup`/`invoke` as ExecutionEngine: the packed
+`_mlir__mlir_ciface_<name>` wrappers that the JIT itself calls).
+
+Environment:
+  TORCH_MLIR_FLEX_CACHE_DIR      location (default ~/.cache/torch_mlir_flex)
+  TORCH_MLIR_FLEX_CACHE_SIZE_MB  bound; least recently used entries go first
+                                 (default 256)
+  TORCH_MLIR_FLEX_CACHE=0        off
+Without a C compiler nothing is stored and every compilation uses the JIT.
+"""
+
+import collections
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+from ..log import get_logger
+from ..mlir import execution_engine
+
+DIR_ENV = "TORCH_MLIR_FLEX_CACHE_DIR"
+SIZE_ENV = "TORCH_MLIR_FLEX_CACHE_SIZE_MB"
+ENABLE_ENV = "TORCH_MLIR_FLEX_CACHE"
+DEFAULT_SIZE_MB = 256
+# Bump when the object format or the way entries are linked changes.
+FORMAT = "flex-cache-1 llvm-22.1.8"
+
+log = get_logger("cache")
+stats = collections.Counter()  # hits, misses, stored, errors
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def cache_dir() -> str:
+    env = os.environ.get(DIR_ENV)
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "torch_mlir_flex")
+
+
+def cache_key(module_text: str, opt_level: int, shared_libs) -> str:
+    h = hashlib.sha256()
+    for part in (FORMAT, str(opt_level), *map(os.path.abspath, shared_libs), module_text):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:40]
+
+
+class SharedObjectEngine:
+    """A cached entry: the ExecutionEngine's lookup API over a shared library."""
+
+    def __init__(self, path: str, shared_libs=()):
+        # The runtime libraries first and global, as the ExecutionEngine
+        # loads them, so that the entry's undefined symbols resolve.
+        self._deps = [ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL) for lib in shared_libs]
+        self._lib = ctypes.CDLL(path)
+        self.path = path
+
+    def raw_lookup(self, name: str) -> int:
+        try:
+            fn = getattr(self._lib, "_mlir_" + name)  # the packed wrapper
+        except AttributeError:
+            return 0
+        return ctypes.cast(fn, ctypes.c_void_p).value or 0
+
+    lookup = execution_engine.ExecutionEngine.lookup
+    invoke = execution_engine.ExecutionEngine.invoke
+
+
+def engine_for(module, opt_level: int = 2, shared_libs=()):
+    """An ExecutionEngine for `module`, or the cached equivalent."""
+    shared_libs = list(shared_libs)
+    if not enabled():
+        return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
+    key = cache_key(str(module), opt_level, shared_libs)
+    path = os.path.join(cache_dir(), key + ".so")
+    if os.path.exists(path):
+        try:
+            engine = SharedObjectEngine(path, shared_libs)
+            os.utime(path)  # recently used
+            stats["hits"] += 1
+            log.info("compile cache hit: %s", path)
+            return engine
+        except OSError as e:
+            stats["errors"] += 1
+            log.warning("compile cache: dropping unloadable entry %s: %s", path, e)
+            _remove(path)
+    stats["misses"] += 1
+    engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
+    _store(engine, path, shared_libs)
+    return engine
+
+
+def _linker():
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def _store(engine, path: str, shared_libs) -> None:
+    cc = _linker()
+    if cc is None:
+        log.debug("compile cache: no C compiler to link entries with; not storing")
+        return
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=directory) as tmp:
+            obj, lib = os.path.join(tmp, "entry.o"), os.path.join(tmp, "entry.so")
+            engine.dump_to_object_file(obj)
+            # The JIT's objects use the large code model (absolute 64-bit
+            # relocations): fine in a shared library, as text relocations.
+            # Symbols must resolve now (libc, libm, the runtime libraries).
+            cmd = [cc, "-shared", "-Wl,-z,notext", "-Wl,--no-undefined", "-o", lib, obj, *shared_libs, "-lm"]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise OSError(f"{' '.join(cmd)}: {done.stderr.strip()}")
+            os.replace(lib, path)
+        stats["stored"] += 1
+        log.info("compile cache: stored %s", path)
+        prune(directory, _limit_bytes())
+    except OSError as e:
+        stats["errors"] += 1
+        log.warning("compile cache: could not store %s: %s", path, e)
+
+
+def _limit_bytes() -> int:
+    try:
+        return int(float(os.environ.get(SIZE_ENV, DEFAULT_SIZE_MB)) * 2**20)
+    except ValueError:
+        return DEFAULT_SIZE_MB * 2**20
+
+
+def prune(directory: str, limit: int) -> None:
+    """Removes least recently used entries until the total is <= limit."""
+    entries = []
+    for name in os.listdir(directory):
+        if name.endswith(".so"):
+            p = os.path.join(directory, name)
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            entries.append((st.st_mtime, st.st_size, p))
+    total = sum(size for _, size, _ in entries)
+    for _, size, p in sorted(entries):
+        if total <= limit:
+            break
+        _remove(p)
+        total -= size
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass

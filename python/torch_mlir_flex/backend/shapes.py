@@ -19,7 +19,12 @@ from ..mlir import ir, passmanager
 from .calling import find_func, function_type
 from .errors import FlexBackendError, FlexCompileError
 
-PROBE_PIPELINE = ("builtin.module(func.func(resolve-ranked-shaped-type-result-dims),canonicalize,cse,"
+# scf-for-loop-canonicalization: tensor.dim of an scf.for result (or iter
+# arg) -> tensor.dim of its init when the loop keeps the shape (the loops of
+# frontend/tm_tensor: sort, scan, scatter).
+PROBE_PIPELINE = ("builtin.module(func.func(resolve-ranked-shaped-type-result-dims,"
+                  "scf-for-loop-canonicalization),canonicalize,cse,"
+                  "func.func(resolve-ranked-shaped-type-result-dims,scf-for-loop-canonicalization),"
                   "lower-affine,canonicalize,cse)")
 
 _BINARY = {"arith.addi": "({} + {})", "arith.subi": "({} - {})", "arith.muli": "({} * {})",
@@ -57,7 +62,10 @@ def _expr(value, entry) -> str:
     if name == "arith.constant":
         return str(ir.IntegerAttr(op.attributes["value"]).value)
     if name == "tensor.dim":
-        src, idx = op.operands[0], op.operands[1]
+        src, idx = _shape_source(op.operands[0]), op.operands[1]
+        size = _dynamic_size_operand(src, idx)
+        if size is not None:
+            return _expr(size, entry)
         if not (isinstance(src, ir.BlockArgument) and src.owner == entry):
             raise _Unresolved(f"tensor.dim of {src.owner.name if not isinstance(src, ir.BlockArgument) else 'a block argument'}")
         return f"s[{src.arg_number}][{_expr(idx, entry)}]"
@@ -73,6 +81,72 @@ def _expr(value, entry) -> str:
         c, a, b = (_expr(v, entry) for v in op.operands)
         return f"({a} if {c} else {b})"
     raise _Unresolved(f"'{name}'")
+
+
+# Ops whose tensor result has the shape of one of their operands.
+_SAME_SHAPE_AS_OPERAND = {"tensor.insert": 1, "tensor.insert_slice": 1}
+
+
+def _shape_source(v, depth: int = 0, stop_at_block_args: bool = False):
+    """A value with the same shape as `v`, looking through destination-style
+    ops and through scf.for results and iter args whose loop keeps that
+    shape (the loops of frontend/tm_tensor)."""
+    while depth < 64:
+        depth += 1
+        if isinstance(v, ir.BlockArgument):
+            loop = v.owner.owner
+            if stop_at_block_args or loop.name != "scf.for" or v.arg_number == 0:
+                return v
+            k = v.arg_number - 1
+        else:
+            op = v.owner
+            name = op.name
+            if name == "bufferization.alloc_tensor" and \
+                    ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[1]:
+                v = op.operands[len(op.operands) - 1 - ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[2]]
+                continue
+            if name in _SAME_SHAPE_AS_OPERAND:
+                v = op.operands[_SAME_SHAPE_AS_OPERAND[name]]
+                continue
+            if name.startswith("linalg.") and "operandSegmentSizes" in op.attributes:
+                n_in = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[0]
+                v = op.operands[n_in + v.result_number]
+                continue
+            if name != "scf.for":
+                return v
+            loop, k = op, v.result_number
+        if not _loop_keeps_shape(loop, k, depth):
+            return v
+        v = loop.operands[3 + k]  # lb, ub, step, then the inits
+    return v
+
+
+def _dynamic_size_operand(src, idx):
+    """For dim `idx` (a constant) of a tensor.empty / alloc_tensor result,
+    the operand giving its size (None when not such a dim)."""
+    if isinstance(src, ir.BlockArgument) or src.owner.name not in (
+            "tensor.empty", "bufferization.alloc_tensor"):
+        return None
+    if isinstance(idx, ir.BlockArgument) or idx.owner.name != "arith.constant":
+        return None
+    op, j = src.owner, ir.IntegerAttr(idx.owner.attributes["value"]).value
+    shape = ir.RankedTensorType(src.type).shape
+    dyn = ir.ShapedType.get_dynamic_size()
+    if not 0 <= j < len(shape) or shape[j] != dyn:
+        return None
+    if op.name == "bufferization.alloc_tensor":
+        segments = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
+        if segments[1]:  # copy(%t): the shape of %t
+            return None
+    return op.operands[sum(1 for d in shape[:j] if d == dyn)]
+
+
+def _loop_keeps_shape(loop, k: int, depth: int) -> bool:
+    """Whether iteration k of `loop` yields a value shaped like its iter arg."""
+    body = loop.regions[0].blocks[0]
+    yielded = body.operations[len(body.operations) - 1].operands[k]
+    src = _shape_source(yielded, depth, stop_at_block_args=True)
+    return isinstance(src, ir.BlockArgument) and src.owner == body and src.arg_number == k + 1
 
 
 class Dim:

@@ -18,7 +18,7 @@ from ..importer.custom_ops import CUSTOM_OP_HINT
 from .errors import FlexFrontendError
 from .fixups import widen_int32_index_tensors
 from .outline import FlexCallInfo, outline_flex_calls
-from .unsupported import check_random_ops
+from .unsupported import check_random_ops, modifier_kinds
 from .tm_tensor import lower_tm_tensor_ops
 
 TORCH_BACKEND_PIPELINE = (
@@ -166,6 +166,7 @@ def lower_to_linalg_with_flex_outlined_module(
         prune_dead_torch_ops(module)
         widen_int32_index_tensors(module)
         check_random_ops(module)  # before outlining: names score_mod/mask_mod
+        modifiers = modifier_kinds(module)
         infos = outline_flex_calls(module)
         _check_known_ops(module)
         _tag_origins(module)
@@ -173,7 +174,7 @@ def lower_to_linalg_with_flex_outlined_module(
         _tag_origins(module)
         _run(module, _conversion_pipeline(allow_non_finites),
              "Torch backend IR -> linalg-on-tensors (flex outlined)")
-        lower_tm_tensor_ops(module, _origin)  # tm_tensor -> scf loops (tm_tensor/)
+        lower_tm_tensor_ops(module, _origin, modifiers)  # tm_tensor -> scf loops (tm_tensor/)
         _check_after_conversion(module)
         _run(module, TYPE_CONVERSION_PIPELINE, "Torch backend type conversion")
         _check_final(module)

@@ -21,7 +21,7 @@ _RANDOM = re.compile(
 _MODIFIER_ATTRS = (("score_mod_fn", "score_mod"), ("mask_mod_fn", "mask_mod"))
 
 
-def _modifier_kinds(module: ir.Module) -> dict:
+def modifier_kinds(module: ir.Module) -> dict:
     """func name -> 'score_mod' / 'mask_mod' for every flex call's modifiers."""
     kinds = {}
     for op in find_flex_calls(module):
@@ -39,7 +39,7 @@ def _where(func_name: str, kinds: dict) -> str:
 
 def check_random_ops(module: ir.Module):
     """Raises FlexFrontendError naming the first random op and its function."""
-    kinds = _modifier_kinds(module)
+    kinds = modifier_kinds(module)
     for fn in module.body.operations:
         if fn.operation.name != "func.func":
             continue

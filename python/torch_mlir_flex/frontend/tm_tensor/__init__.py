@@ -8,7 +8,7 @@ messages and the index rules of index_put). Ops without a lowering
 (``tm_tensor.attention``, ``tm_tensor.topk``) raise FlexFrontendError.
 """
 
-from typing import Callable
+from typing import Callable, Dict, Optional
 
 from torch_mlir import ir
 
@@ -37,10 +37,27 @@ def _collect(module):
     return found
 
 
-def lower_tm_tensor_ops(module: ir.Module, origin_of: Callable[[object], str]) -> int:
-    """Rewrites the module's tm_tensor ops in place; returns how many."""
+def _enclosing_func(op) -> str:
+    p = op.parent
+    while p is not None and p.name != "func.func":
+        p = p.parent
+    return ir.StringAttr(p.attributes["sym_name"]).value if p is not None else ""
+
+
+def lower_tm_tensor_ops(module: ir.Module, origin_of: Callable[[object], str],
+                        modifiers: Optional[Dict[str, str]] = None) -> int:
+    """Rewrites the module's tm_tensor ops in place; returns how many.
+    `modifiers` maps score_mod/mask_mod function names to their kind: a
+    tm_tensor op there is refused (a modifier runs per score element, and
+    flex-materialize cannot scalarize these loops)."""
     ops = [TmOp(op, origin_of(op)) for op in _collect(module)]
     for t in ops:
+        fn = _enclosing_func(t.op)
+        if modifiers and fn in modifiers:
+            raise t.error(
+                f"in {modifiers[fn]} @{fn} works on a whole tensor, which a modifier cannot "
+                "do (it runs once per score element); compute it outside flex_attention "
+                "and capture the result")
         if t.name not in _LOWERINGS:
             raise t.error("has no lowering in torch-mlir-flex's linalg backend")
     with module.context:

@@ -48,3 +48,15 @@ def test_head_dim_matches_eager(backend, E, Ev, M, N):
     r_out, aux = flex_attention(q, k, v, block_mask=bm, return_aux=AuxRequest(lse=True))
     torch.testing.assert_close(out, r_out, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(lse * LN2, aux.lse, rtol=1e-4, atol=1e-5)
+
+
+def test_bf16_head_dim_192():
+    """bf16 rows of V are extended to f32 chunk by chunk."""
+    B, H, M, N, E = 1, 2, 100, 130, 192
+    q, k, v = (x.to(torch.bfloat16) for x in _inputs(B, H, M, N, E, E, seed=3))
+    text = fi.attention_ir(B=B, Hq=H, M=M, N=N, E=E, dtype="bf16", mask_mod=fi.CAUSAL)
+    (out,) = JitFunction(text, "f", pipeline="tiled-1t")(q, k, v)
+    assert out.dtype == torch.bfloat16
+    bm = create_block_mask(_causal, B, H, M, N, device="cpu")
+    r_out = flex_attention(q.float(), k.float(), v.float(), block_mask=bm)
+    torch.testing.assert_close(out.float(), r_out, rtol=1e-2, atol=1e-2)

@@ -55,7 +55,7 @@ def test_bf16_head_dim_192():
     B, H, M, N, E = 1, 2, 100, 130, 192
     q, k, v = (x.to(torch.bfloat16) for x in _inputs(B, H, M, N, E, E, seed=3))
     text = fi.attention_ir(B=B, Hq=H, M=M, N=N, E=E, dtype="bf16", mask_mod=fi.CAUSAL)
-    (out,) = JitFunction(text, "f", pipeline="tiled-1t")(q, k, v)
+    out = JitFunction(text, "f", pipeline="tiled-1t")(q, k, v)
     assert out.dtype == torch.bfloat16
     bm = create_block_mask(_causal, B, H, M, N, device="cpu")
     r_out = flex_attention(q.float(), k.float(), v.float(), block_mask=bm)

@@ -243,21 +243,32 @@ func.func @softcap(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: ten
 // -----
 
 // Head dim 256 stays on the vector path: Q.K^T reduces over E = 256 with
-// rows of S in registers, and P.V splits the rows of acc (and V) into two
-// column chunks of 128 (2 rows x 8 registers each), at offsets 0 and 128.
+// rows of S in registers, and P.V splits the rows of acc (and V) into four
+// column chunks of 64 (4 rows x 4 registers each), at offsets 0 .. 192.
 // VEC-LABEL: func.func @head_dim_256
 // VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
 // VEC: scf.for {{.*}} = %c0 to %c256 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
 // VEC: vector.fma {{.*}} : vector<64xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c2 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c0], {{.*}} : tensor<64x256xf32>, vector<128xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<128xf32>, vector<128xf32>)
-// VEC: vector.fma {{.*}} : vector<128xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c0] {in_bounds = [true]} : vector<128xf32>, tensor<64x256xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c2 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c128], {{.*}} : tensor<64x256xf32>, vector<128xf32>
-// VEC: vector.fma {{.*}} : vector<128xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c128] {in_bounds = [true]} : vector<128xf32>, tensor<64x256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c0], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c0] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c64], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c64] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c128], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c128] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c192], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c192] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
 // VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
 // VEC: return
 func.func @head_dim_256(%q: tensor<1x1x64x256xf32>, %k: tensor<1x1x64x256xf32>, %v: tensor<1x1x64x256xf32>) -> tensor<1x1x64x256xf32> {

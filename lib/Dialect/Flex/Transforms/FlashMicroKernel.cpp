@@ -42,10 +42,11 @@ int64_t rowsPerStep(int64_t rows, int64_t width) {
   return 1;
 }
 
-/// Column chunks [offset, size) covering `width`, as few as possible and
-/// of near-equal size (80 -> 80; 192 -> 96 + 96; 256 -> 128 + 128).
+/// Column chunks [offset, size) covering `width`: one up to kMaxFmaChunk,
+/// else near-equal chunks of at most kSplitFmaChunk (80 -> 80;
+/// 192 -> 3 x 64; 256 -> 4 x 64), which carry 4 rows at a time.
 SmallVector<std::pair<int64_t, int64_t>> columnChunks(int64_t width) {
-  int64_t n = llvm::divideCeil(width, kMaxFmaChunk);
+  int64_t n = width <= kMaxFmaChunk ? 1 : llvm::divideCeil(width, kSplitFmaChunk);
   SmallVector<std::pair<int64_t, int64_t>> chunks;
   int64_t off = 0;
   for (int64_t c = 0; c < n; ++c) {

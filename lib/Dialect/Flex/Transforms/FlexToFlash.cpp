@@ -29,8 +29,8 @@
 // acc) are 1-D vector<Nt (Ev) x f32> values carried in registers over the
 // E (Nt) reduction loop, one broadcast-FMA per row and step (vector.fma
 // with a row of K^T / V loaded once for the R rows; one builder for both,
-// FlashMicroKernel.cpp, which splits Ev > 128 into column chunks so that
-// head dims up to 256 stay vectorized); the softmax works row by row
+// FlashMicroKernel.cpp, which splits Ev > 128 into column chunks of 64 so
+// that head dims up to 256 stay vectorized); the softmax works row by row
 // with halving (tree) reductions for max and sum, the vector polynomial
 // exp, and acc * corr folded into the P.V accumulator's initial value.
 // The scale / score_mod / mask_mod tile op stays a linalg.generic (any

@@ -243,3 +243,60 @@ func.func @softcap(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: ten
       } -> tensor<1x2x64x16xf32>
   return %r : tensor<1x2x64x16xf32>
 }
+
+// -----
+
+// Head dim 256 stays on the vector path: Q.K^T reduces over E = 256 with
+// rows of S in registers, and P.V splits the rows of acc (and V) into four
+// column chunks of 64 (4 rows x 4 registers each), at offsets 0 .. 192.
+// VEC-LABEL: func.func @head_dim_256
+// VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
+// VEC: scf.for {{.*}} = %c0 to %c256 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c0], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c0] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c64], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c64] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c128], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c128] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c192], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c192] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
+// VEC: return
+func.func @head_dim_256(%q: tensor<1x1x64x256xf32>, %k: tensor<1x1x64x256xf32>, %v: tensor<1x1x64x256xf32>) -> tensor<1x1x64x256xf32> {
+  %o = tensor.empty() : tensor<1x1x64x256xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x256xf32>, tensor<1x1x64x256xf32>, tensor<1x1x64x256xf32>)
+      outs(%o : tensor<1x1x64x256xf32>) scale(0.0625) -> tensor<1x1x64x256xf32>
+  return %r : tensor<1x1x64x256xf32>
+}
+
+// -----
+
+// Head dim 80 (not a power of two): one chunk of 80 columns, 2 rows of
+// acc per step (5 registers each).
+// VEC-LABEL: func.func @head_dim_80
+// VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
+// VEC: scf.for {{.*}} = %c0 to %c80 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c2 iter_args(%{{.*}}) -> (tensor<64x80xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<80xf32>, vector<80xf32>)
+// VEC: vector.fma {{.*}} : vector<80xf32>
+// VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
+// VEC: return
+func.func @head_dim_80(%q: tensor<1x1x64x80xf32>, %k: tensor<1x1x64x80xf32>, %v: tensor<1x1x64x80xf32>) -> tensor<1x1x64x80xf32> {
+  %o = tensor.empty() : tensor<1x1x64x80xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x80xf32>, tensor<1x1x64x80xf32>, tensor<1x1x64x80xf32>)
+      outs(%o : tensor<1x1x64x80xf32>) scale(0.125) -> tensor<1x1x64x80xf32>
+  return %r : tensor<1x1x64x80xf32>
+}

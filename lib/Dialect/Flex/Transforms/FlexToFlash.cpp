@@ -23,12 +23,14 @@
 //
 // Nothing of size B*H*M*N is allocated.
 //
-// With `vectorize` (default) and rows that fit in registers (Nt, Ev <= 128),
-// Q.K^T, the softmax update and P.V are vector-dialect micro-kernels on the
-// tensors instead of linalg.generic: R rows of S (or acc) are 1-D
-// vector<Nt (Ev) x f32> values carried in registers over the E (Nt)
-// reduction loop, one broadcast-FMA per row and step (vector.fma with a
-// row of K^T / V loaded once for the R rows); the softmax works row by row
+// With `vectorize` (default) and rows of S that fit in registers
+// (Nt <= 128), Q.K^T, the softmax update and P.V are vector-dialect
+// micro-kernels on the tensors instead of linalg.generic: R rows of S (or
+// acc) are 1-D vector<Nt (Ev) x f32> values carried in registers over the
+// E (Nt) reduction loop, one broadcast-FMA per row and step (vector.fma
+// with a row of K^T / V loaded once for the R rows; one builder for both,
+// FlashMicroKernel.cpp, which splits Ev > 128 into column chunks of 64 so
+// that head dims up to 256 stay vectorized); the softmax works row by row
 // with halving (tree) reductions for max and sum, the vector polynomial
 // exp, and acc * corr folded into the P.V accumulator's initial value.
 // The scale / score_mod / mask_mod tile op stays a linalg.generic (any
@@ -36,6 +38,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -553,7 +556,9 @@ LogicalResult FlashLowering::run(bool &lowered) {
   // K^T: [Bkv, Hkv, E, Np], except for the vector kernel of few query rows
   // (decode), which takes dot products with rows of K as they are (the
   // transpose would cost as much as the attention).
-  bool vec = opts.vectorize && Nt <= 128 && Ev <= 128;
+  // (The P.V kernel splits rows of V into column chunks, so any Ev stays
+  // vectorized; rows of S are one vector in the softmax, hence Nt <= 128.)
+  bool vec = opts.vectorize && Nt <= kMaxFmaChunk;
   bool kRows = vec && Mt <= 2 && E <= 128;
   if (kRows) {
     kT = kP;
@@ -689,28 +694,11 @@ LogicalResult FlashLowering::run(bool &lowered) {
   };
 
   // Vector micro-kernels (vector dialect on tensors, bufferized with the
-  // rest): rows of a tile are 1-D vectors of Nt (Ev) f32, R rows at a time
-  // kept in registers over the reduction loop. Used when the rows fit in a
-  // few registers; otherwise the linalg.generic tile ops below.
-  auto rowsPerStep = [&](int64_t width) -> int64_t {
-    int64_t regs = llvm::divideCeil(width, 16); // 512-bit registers per row
-    for (int64_t r : {4, 2})
-      if (Mt % r == 0 && r * regs <= 16)
-        return r;
-    return 1;
-  };
+  // rest): rows of a tile are 1-D vectors of f32, kept in registers over
+  // the reduction loop (FlashMicroKernel.cpp). Otherwise the
+  // linalg.generic tile ops below.
   auto vecF32 = [&](int64_t n) { return VectorType::get({n}, f32); };
-  auto readRow = [&](OpBuilder &nb, Location l, Value t, Value i, Value j,
-                     int64_t n) -> Value {
-    Type et = cast<RankedTensorType>(t.getType()).getElementType();
-    Value pad = arith::ConstantOp::create(nb, l, nb.getZeroAttr(et));
-    Value v = vector::TransferReadOp::create(
-        nb, l, VectorType::get({n}, et), t, ValueRange{i, j}, pad,
-        ArrayRef<bool>{true});
-    if (et != f32)
-      v = arith::ExtFOp::create(nb, l, vecF32(n), v);
-    return v;
-  };
+  auto readRow = readF32Row;
   auto writeRow = [&](OpBuilder &nb, Location l, Value v, Value t, Value i,
                       Value j) -> Value {
     return vector::TransferWriteOp::create(nb, l, v, t, ValueRange{i, j},
@@ -720,43 +708,9 @@ LogicalResult FlashLowering::run(bool &lowered) {
   auto bcast = [&](OpBuilder &nb, Location l, Value x, int64_t n) -> Value {
     return vector::BroadcastOp::create(nb, l, vecF32(n), x);
   };
-  auto rowIdx = [&](OpBuilder &nb, Location l, Value mb, int64_t r) -> Value {
-    if (r == 0)
-      return mb;
-    return arith::AddIOp::create(
-        nb, l, mb, arith::ConstantIndexOp::create(nb, l, r));
-  };
-  // S[m, :] = sum_e Q[m, e] * KT[e, :], R rows per step.
+  // S[m, :] = sum_e Q[m, e] * KT[e, :].
   auto emitQKVec = [&](Value qT, Value kTl, Value sInit) -> Value {
-    int64_t R = rowsPerStep(Nt);
-    Value c0 = cIdx(0), c1 = cIdx(1);
-    Value zeroV = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(vecF32(Nt), b.getF32FloatAttr(0.0)));
-    auto mLoop = scf::ForOp::create(
-        b, loc, c0, cIdx(Mt), cIdx(R), ValueRange{sInit},
-        [&](OpBuilder &nb, Location l, Value mb, ValueRange iter) {
-          SmallVector<Value> init(R, zeroV);
-          auto eLoop = scf::ForOp::create(
-              nb, l, c0, cIdx(E), c1, init,
-              [&](OpBuilder &eb, Location l2, Value e, ValueRange accs) {
-                Value kv = readRow(eb, l2, kTl, e, c0, Nt);
-                SmallVector<Value> outs;
-                for (int64_t r = 0; r < R; ++r) {
-                  Value qv = tensor::ExtractOp::create(
-                      eb, l2, qT, ValueRange{rowIdx(eb, l2, mb, r), e});
-                  Value bq = bcast(eb, l2, toF32(eb, l2, qv), Nt);
-                  outs.push_back(
-                      vector::FMAOp::create(eb, l2, bq, kv, accs[r]));
-                }
-                scf::YieldOp::create(eb, l2, outs);
-              });
-          Value sv = iter[0];
-          for (int64_t r = 0; r < R; ++r)
-            sv = writeRow(nb, l, eLoop.getResult(r), sv, rowIdx(nb, l, mb, r),
-                          c0);
-          scf::YieldOp::create(nb, l, sv);
-        });
-    return mLoop.getResult(0);
+    return buildBroadcastFmaKernel(b, loc, {qT, kTl, sInit, Value(), Mt, E, Nt});
   };
   // Few query rows: S[m, n] = sum(Q[m, :] * K[n, :]) (tree sum), K as is.
   auto emitQKRows = [&](Value qT, Value kTl, Value sInit) -> Value {
@@ -832,38 +786,7 @@ LogicalResult FlashLowering::run(bool &lowered) {
   };
   // acc[m, :] = acc[m, :] * corr[m] + sum_n P[m, n] * V[n, :].
   auto emitPVVec = [&](Value pT, Value vTl, Value accT, Value corrT) -> Value {
-    int64_t R = rowsPerStep(Ev);
-    Value c0 = cIdx(0), c1 = cIdx(1);
-    auto mLoop = scf::ForOp::create(
-        b, loc, c0, cIdx(Mt), cIdx(R), ValueRange{accT},
-        [&](OpBuilder &nb, Location l, Value mb, ValueRange iter) {
-          SmallVector<Value> init;
-          for (int64_t r = 0; r < R; ++r) {
-            Value row = rowIdx(nb, l, mb, r);
-            Value a0 = readRow(nb, l, iter[0], row, c0, Ev);
-            Value cr = tensor::ExtractOp::create(nb, l, corrT, ValueRange{row});
-            init.push_back(arith::MulFOp::create(nb, l, a0, bcast(nb, l, cr, Ev)));
-          }
-          auto nLp = scf::ForOp::create(
-              nb, l, c0, cIdx(Nt), c1, init,
-              [&](OpBuilder &eb, Location l2, Value n, ValueRange accs) {
-                Value vv = readRow(eb, l2, vTl, n, c0, Ev);
-                SmallVector<Value> outs;
-                for (int64_t r = 0; r < R; ++r) {
-                  Value pvs = tensor::ExtractOp::create(
-                      eb, l2, pT, ValueRange{rowIdx(eb, l2, mb, r), n});
-                  outs.push_back(vector::FMAOp::create(
-                      eb, l2, bcast(eb, l2, pvs, Ev), vv, accs[r]));
-                }
-                scf::YieldOp::create(eb, l2, outs);
-              });
-          Value av = iter[0];
-          for (int64_t r = 0; r < R; ++r)
-            av = writeRow(nb, l, nLp.getResult(r), av, rowIdx(nb, l, mb, r),
-                          c0);
-          scf::YieldOp::create(nb, l, av);
-        });
-    return mLoop.getResult(0);
+    return buildBroadcastFmaKernel(b, loc, {pT, vTl, accT, corrT, Mt, Nt, Ev});
   };
 
   // Block classification region args: (b, h, q_idx, kv_idx) ranges.

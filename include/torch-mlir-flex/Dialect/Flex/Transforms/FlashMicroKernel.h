@@ -1,0 +1,46 @@
+//===- FlashMicroKernel.h - broadcast-FMA tile contraction -----*- C++ -*-===//
+//
+// The register-blocked vector micro-kernel shared by the Q.K^T and P.V
+// contractions of the tiled flash lowering (flex-to-flash).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHMICROKERNEL_H
+#define TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHMICROKERNEL_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir::flex {
+
+/// Operands of one tile contraction
+///   dest[m, :] = init[m, :] + sum_k lhs[m, k] * rhs[k, :]
+/// with init = dest[m, :] * rowScale[m] when `rowScale` is set, else 0.
+/// Shapes are static: lhs [rows, reduction], rhs [reduction, width],
+/// dest [rows, width] (f32), rowScale [rows] (f32). lhs and rhs may have
+/// any float element type; products and sums are in f32.
+struct BroadcastFmaTiles {
+  Value lhs, rhs, dest, rowScale;
+  int64_t rows = 0, reduction = 0, width = 0;
+};
+
+/// Widest row (f32 elements) kept in registers as one chunk.
+constexpr int64_t kMaxFmaChunk = 128;
+/// Chunk width for wider rows (4 rows x 4 registers: measured faster than
+/// 2 rows x 8 registers at head dim 256).
+constexpr int64_t kSplitFmaChunk = 64;
+
+/// Builds the contraction as vector code on tensors and returns the new
+/// dest: the columns are split into chunks (see kSplitFmaChunk); per
+/// chunk, R rows of dest are 1-D vectors carried in registers over the
+/// reduction loop, each step loading one rhs row chunk and issuing one
+/// vector.fma per row with a broadcast lhs scalar.
+Value buildBroadcastFmaKernel(OpBuilder &b, Location loc,
+                              const BroadcastFmaTiles &t);
+
+/// Reads t[i, j : j + n] as a vector<n x f32> (extending narrower floats).
+Value readF32Row(OpBuilder &b, Location loc, Value t, Value i, Value j,
+                 int64_t n);
+
+} // namespace mlir::flex
+
+#endif

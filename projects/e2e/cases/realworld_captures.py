@@ -8,7 +8,7 @@ import torch
 
 from ..registry import qkv, register_case
 from .common import create_block_mask, flex_attention
-from .realworld_common import BACKENDS, XF_CLOSURE, case
+from .realworld_common import BACKENDS, case
 
 S = 32
 
@@ -140,10 +140,8 @@ def rt_int32_shift_indexed(m, s, b, h, q, kv, shift):
 case("runtime_float_bias", rt_float_bias, extra=lambda: (torch.randn(2, S, S),))
 case("runtime_int_lengths", mask=rt_int_len, B=2, mask_bh=True,
      extra=lambda: [(torch.tensor([30, 5]),), (torch.tensor([12, 32]),)])
-case("runtime_int32_0d_shift", rt_int32_shift, extra=lambda: (torch.tensor(4, dtype=torch.int32),),
-     xfail="backend/jit.py _to_numpy: np.ascontiguousarray turns a 0-d runtime input into shape [1]")
-case("runtime_int32_shift_python_index", rt_int32_shift_indexed, extra=lambda: (torch.tensor([4], dtype=torch.int32),),
-     xfail=XF_CLOSURE + " (a Python int index on a captured tensor)")
+case("runtime_int32_0d_shift", rt_int32_shift, extra=lambda: (torch.tensor(4, dtype=torch.int32),))
+case("runtime_int32_shift_python_index", rt_int32_shift_indexed, extra=lambda: (torch.tensor([4], dtype=torch.int32),))
 
 
 def rt_row_dot(m, s, b, h, q, kv, emb):

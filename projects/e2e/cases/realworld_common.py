@@ -20,10 +20,6 @@ BACKENDS = ("reference", "tiled")
 
 DTYPE_TOL = {torch.float16: TOL_F16, torch.bfloat16: TOL_BF16}
 
-# xfail reasons naming the issue-10 item another helper delivers.
-XF_BF16_CONST = "issue 10 item 3 (helper front): bf16 captured constants need ml_dtypes"
-XF_ERF = "issue 10 item 4 (helper tmtensor): math.erf has no LLVM lowering"
-XF_CLOSURE = "issue 10 item 8 (helper front): closure-captured tensor import"
 
 
 class Mods(torch.nn.Module):

@@ -9,7 +9,7 @@ import math
 import torch
 
 from ..registry import alibi_slopes
-from .realworld_common import XF_BF16_CONST, XF_CLOSURE, XF_ERF, case
+from .realworld_common import case
 
 S = 32
 
@@ -121,8 +121,8 @@ case("act_leaky_relu", act(lambda s: torch.nn.functional.leaky_relu(s, 0.2)))
 case("act_square", act(lambda s: s * s * 0.5))
 case("act_softplus", act(torch.nn.functional.softplus))
 case("act_clamp", act(lambda s: s.clamp(-0.5, 0.75)))
-case("act_gelu_exact", act(torch.nn.functional.gelu), xfail=XF_ERF)
-case("act_erf", act(lambda s: torch.erf(s) * 2), xfail=XF_ERF)
+case("act_gelu_exact", act(torch.nn.functional.gelu))
+case("act_erf", act(lambda s: torch.erf(s) * 2))
 
 
 def temperature(m, s, b, h, q, kv):
@@ -166,9 +166,8 @@ case("flex_f16_table_f32_inputs", bias_every_dim, B=2,
                       "bq": torch.randn(S, dtype=torch.float16), "bkv": torch.randn(S, dtype=torch.float16)})
 case("flex_bf16_table_buffer", bias_4d, B=2, buffers=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)})
 case("flex_bf16_table_lifted_constant", bias_4d, B=2,
-     consts=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)}, xfail=XF_BF16_CONST)
-case("flex_bf16_parameter", bias_4d, B=2, params=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)},
-     xfail=XF_BF16_CONST)
+     consts=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)})
+case("flex_bf16_parameter", bias_4d, B=2, params=lambda: {"bias": torch.randn(2, 2, S, S, dtype=torch.bfloat16)})
 case("gym_alibi_softcap_causal", lambda m, s, b, h, q, kv: torch.tanh(alibi(m, s, b, h, q, kv) / 4) * 4,
      mask=causal, H=4, buffers=lambda: {"slopes": alibi_slopes(4)})
 
@@ -237,5 +236,4 @@ case("vec_row_softmax_pick", row_softmax_pick, buffers=lambda: {"logits": torch.
 case("vec_row_dot_f16", row_dot, dtype=torch.float16, buffers=lambda: {"emb": torch.randn(S, 4)})
 case("vec_row_dot_bf16_inputs", row_dot, dtype=torch.bfloat16, buffers=lambda: {"emb": torch.randn(S, 4)})
 case("vec_row_sum_f16_table", row_sum, buffers=lambda: {"emb": torch.randn(S, 4, dtype=torch.float16)})
-case("vec_chained_bias_lifted_constant", chain_closure, B=2, consts=lambda: {"cbias": torch.randn(2, S, S)},
-     xfail=XF_CLOSURE)
+case("vec_chained_bias_lifted_constant", chain_closure, B=2, consts=lambda: {"cbias": torch.randn(2, S, S)})

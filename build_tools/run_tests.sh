@@ -15,7 +15,18 @@ lit -v "$BUILD/test"
 
 echo "== pytest"
 set +e
-python -m pytest -q -p no:cacheprovider test/python projects/e2e projects/hf_e2e test/robustness
+# Two pytest workers (pytest-xdist; the machine's two cores): compilation,
+# single-threaded in LLVM, dominates the suite. FLEX_TEST_WORKERS=0 runs in
+# one process. Compiled code is cached in a fresh directory per run, so no
+# run reuses another's object files.
+WORKERS="${FLEX_TEST_WORKERS:-2}"
+if [ -z "${TORCH_MLIR_FLEX_CACHE_DIR:-}" ]; then
+  TORCH_MLIR_FLEX_CACHE_DIR="$(mktemp -d)"
+  trap 'rm -rf "$TORCH_MLIR_FLEX_CACHE_DIR"' EXIT
+  export TORCH_MLIR_FLEX_CACHE_DIR
+fi
+python -m pytest -q -p no:cacheprovider -n "$WORKERS" \
+  test/python projects/e2e projects/hf_e2e test/robustness
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

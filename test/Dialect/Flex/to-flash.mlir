@@ -212,6 +212,18 @@ func.func @dynamic(%q: tensor<1x2x?x16xf32>, %k: tensor<1x2x?x16xf32>, %v: tenso
 }
 
 // -----
+// Dynamic head counts without kv_group_size: the group size is only known at
+// run time, so the op is left for flex-to-loops.
+// CHECK-LABEL: func.func @dynamic_heads
+// CHECK-NOT: scf.forall
+// CHECK: flex.attention
+func.func @dynamic_heads(%q: tensor<1x4x8x16xf32>, %k: tensor<1x?x8x16xf32>, %v: tensor<1x?x8x16xf32>, %o: tensor<1x4x8x16xf32>) -> tensor<1x4x8x16xf32> {
+  %r = flex.attention ins(%q, %k, %v : tensor<1x4x8x16xf32>, tensor<1x?x8x16xf32>, tensor<1x?x8x16xf32>)
+      outs(%o : tensor<1x4x8x16xf32>) scale(0.25) -> tensor<1x4x8x16xf32>
+  return %r : tensor<1x4x8x16xf32>
+}
+
+// -----
 
 // Dynamic head dimension: left for flex-to-loops with a remark.
 // CHECK-LABEL: func.func @dynamic_e

@@ -497,6 +497,14 @@ LogicalResult FlashLowering::run(bool &lowered) {
   Ev = vTy.getDimSize(3);
   elt = qTy.getElementType();
   f32 = b.getF32Type();
+  // Without kv_group_size, dynamic head counts leave G = Hq / Hkv unknown
+  // here (getGroupSize() would say 1 and read past the kv heads); the
+  // scalar reference computes it at run time.
+  if (!op.getKvGroupSize() && (qTy.isDynamicDim(1) || kTy.isDynamicDim(1))) {
+    op.emitRemark("flex-to-flash: dynamic head counts without kv_group_size; "
+                  "left for flex-to-loops");
+    return success();
+  }
   G = op.getGroupSize();
   if (G <= 0)
     return op.emitOpError("flex-to-flash: invalid kv group size ") << G;

@@ -64,7 +64,7 @@ def _entry(text):
 
 def main(argv):
     from torch_mlir_flex.backend import PIPELINES, FlexBackendError, compile_mlir
-    from torch_mlir_flex.backend.jit import check_known_parser_aborts
+    from torch_mlir_flex.backend.prechecks import check_known_parser_aborts
     from torch_mlir_flex.mlir import ir
 
     path = argv[0]

@@ -88,7 +88,7 @@ def to_linalg(torch_module) -> str:
 
 def _parse(text: str, context, what: str):
     from ..mlir import ir
-    from .jit import check_known_parser_aborts
+    from .prechecks import check_known_parser_aborts
 
     try:
         check_known_parser_aborts(text)

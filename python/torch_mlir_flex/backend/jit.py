@@ -11,17 +11,15 @@ into them (calling.py); input checks and output shapes come from shapes.py;
 an optional int64[4] status argument reports checks failed at run time.
 """
 
-import ctypes
 import os
-import re
 
 from .. import _load_order
-from ..mlir import execution_engine, ir, passmanager
+from ..mlir import ir, passmanager
 from . import memref_abi
 from .calling import entry_signature, find_func, status_messages, to_destination_passing
 from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
 from .shapes import ShapeProgram
-from .prechecks import check_known_parser_aborts, _check_memref_element_types  # noqa: F401
+from .prechecks import _check_memref_element_types, check_known_parser_aborts
 from . import cache as compile_cache
 
 

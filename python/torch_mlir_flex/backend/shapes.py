@@ -101,9 +101,9 @@ def _shape_source(v, depth: int = 0, stop_at_block_args: bool = False):
         else:
             op = v.owner
             name = op.name
-            if name == "bufferization.alloc_tensor" and \
-                    ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[1]:
-                v = op.operands[len(op.operands) - 1 - ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])[2]]
+            copied = _alloc_tensor_copy(op) if name == "bufferization.alloc_tensor" else None
+            if copied is not None:
+                v = copied
                 continue
             if name in _SAME_SHAPE_AS_OPERAND:
                 v = op.operands[_SAME_SHAPE_AS_OPERAND[name]]
@@ -121,6 +121,13 @@ def _shape_source(v, depth: int = 0, stop_at_block_args: bool = False):
     return v
 
 
+def _alloc_tensor_copy(op):
+    """The `copy(%t)` operand of a bufferization.alloc_tensor, else None
+    (operand segments: dynamic sizes, copy, size_hint)."""
+    sizes, copy, _ = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    return op.operands[sizes] if copy else None
+
+
 def _dynamic_size_operand(src, idx):
     """For dim `idx` (a constant) of a tensor.empty / alloc_tensor result,
     the operand giving its size (None when not such a dim)."""
@@ -134,10 +141,8 @@ def _dynamic_size_operand(src, idx):
     dyn = ir.ShapedType.get_dynamic_size()
     if not 0 <= j < len(shape) or shape[j] != dyn:
         return None
-    if op.name == "bufferization.alloc_tensor":
-        segments = ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])
-        if segments[1]:  # copy(%t): the shape of %t
-            return None
+    if op.name == "bufferization.alloc_tensor" and _alloc_tensor_copy(op) is not None:
+        return None  # copy(%t): the shape of %t
     return op.operands[sum(1 for d in shape[:j] if d == dyn)]
 
 

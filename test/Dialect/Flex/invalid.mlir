@@ -424,7 +424,7 @@ func.func @uncaptured_query(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, 
 // -----
 
 func.func @yield_outside() {
-  // expected-error @+1 {{'flex.yield' op expects parent op 'flex.attention'}}
+  // expected-error @+1 {{'flex.yield' op expects parent op to be one of 'flex.attention, flex.online_attention'}}
   flex.yield
   return
 }
@@ -546,5 +546,57 @@ func.func @kv_group_size_offset_out_of_range(%q: tensor<1x2x16x8xf32>, %k: tenso
   %h0 = arith.constant 2 : index
   // expected-error @+1 {{kv_group_size = 2 maps query head 3 to key/value head 1, but key/value have Hkv = 1 heads}}
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>) offsets(%i, %h0, %i) outs(%o : tensor<1x2x16x8xf32>) scale(0.125) {kv_group_size = 2 : i64} -> tensor<1x2x16x8xf32>
+  return
+}
+
+// -----
+
+func.func @online_key_shape(%q: tensor<16x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                            %mx: tensor<16xf32>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>, %i: index) {
+  // expected-error @+1 {{expected key of shape [E, Nt] = [8, 32] for query [16, 8] and value [32, 4]}}
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<16x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(0.125) {transposed_key}
+      -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @online_dynamic(%q: tensor<?x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                          %mx: tensor<16xf32>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>, %i: index) {
+  // expected-error @+1 {{expected query to have a static shape of rank 2, got 'tensor<?x8xf32>'}}
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<?x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(0.125)
+      -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @online_state_type(%q: tensor<16x8xbf16>, %k: tensor<32x8xbf16>, %v: tensor<32x4xbf16>,
+                             %mx: tensor<16xbf16>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>, %i: index) {
+  // expected-error @+1 {{expected the softmax state (max, sum, acc) in f32}}
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<16x8xbf16>, tensor<32x8xbf16>, tensor<32x4xbf16>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<16xbf16>, tensor<16xf32>, tensor<16x4xf32>) scale(0.125)
+      -> tensor<16xbf16>, tensor<16xf32>, tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @online_mask_yield(%q: tensor<16x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                             %mx: tensor<16xf32>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>, %i: index) {
+  // expected-error @+1 {{mask_mod region must yield exactly one 'i1'}}
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<16x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(0.125)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %f = arith.constant 0.0 : f32
+        flex.yield %f : f32
+      } -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
   return
 }

@@ -277,3 +277,29 @@ func.func @generic_form(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: 
   %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return %r : tensor<1x2x16x8xf32>
 }
+
+// -----
+
+// The tile-level online-softmax step, with a capture and both regions.
+// CHECK-LABEL: func.func @online_attention
+// CHECK: flex.online_attention ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<16x8xbf16>, tensor<8x32xbf16>, tensor<32x4xbf16>) captures(%{{.+}} : tensor<4xf32>) at(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) bounds(%{{.+}}, %{{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}} : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(1.250000e-01) {transposed_key} score_mod {
+// CHECK: } mask_mod {
+// CHECK: } -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+func.func @online_attention(%q: tensor<16x8xbf16>, %kt: tensor<8x32xbf16>, %v: tensor<32x4xbf16>, %c: tensor<4xf32>,
+                            %mx: tensor<16xf32>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>, %i: index)
+    -> (tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) {
+  %r:3 = flex.online_attention ins(%q, %kt, %v : tensor<16x8xbf16>, tensor<8x32xbf16>, tensor<32x4xbf16>)
+      captures(%c : tensor<4xf32>) at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(0.125) {transposed_key}
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+        %x = tensor.extract %c[%h] : tensor<4xf32>
+        %t = arith.addf %s, %x : f32
+        flex.yield %t : f32
+      } mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %k = arith.cmpi sge, %m, %n : index
+        flex.yield %k : i1
+      } -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+  return %r#0, %r#1, %r#2 : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+}

@@ -2,32 +2,39 @@
 // RUN: flex-opt %s -split-input-file -flex-to-flash="tile-m=16 tile-n=32 block-sparsity=false vectorize=false" -canonicalize -cse | FileCheck %s --check-prefix=NOSKIP
 // RUN: flex-opt %s -split-input-file -flex-to-flash -canonicalize -cse | FileCheck %s --check-prefix=VEC
 
-// Causal mask: forall over (B, Hq, M-tiles), for over N-tiles carrying the
-// online-softmax state, analytic block classification, global indices.
+// Causal mask, the whole driver: K^T laid out once, row tiles from the
+// TilingInterface (scf.forall over (h, m0), step (1, 64)), a loop over key
+// blocks carrying the online-softmax state, analytic block classification,
+// each block's flex.online_attention decomposed into Q.K^T, scores on
+// global indices, the softmax update and P.V, then the normalization.
 // CHECK-LABEL: func.func @causal
 // K^T, one transpose per (batch, kv head) in its own forall:
 // CHECK: %[[KT:.*]] = scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}}) -> (tensor<1x4x32x128xf32>)
 // CHECK: linalg.transpose ins(%{{.*}} : tensor<128x32xf32>) outs(%{{.*}} : tensor<32x128xf32>) permutation = [1, 0]
 // CHECK: tensor.parallel_insert_slice
 // (the unit batch loop is folded away by -canonicalize)
-// CHECK: scf.forall (%[[H:.*]], %[[MT:.*]]) in (4, 2) shared_outs(%[[O:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}})
-// CHECK: %[[M0:.*]] = arith.muli %[[MT]], %c64
-// CHECK: tensor.extract_slice %{{.*}}[0, %[[H]], %[[M0]], 0] [1, 1, 64, 32] [1, 1, 1, 1] : tensor<1x4x128x32xf32> to tensor<64x32xf32>
+// CHECK: scf.forall (%[[H:.*]], %[[M0:.*]]) = (0, 0) to (4, 128) step (1, 64) shared_outs(%[[O:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}})
+// CHECK: %[[QS:.*]] = tensor.extract_slice %{{.*}}[0, %[[H]], %[[M0]], 0] [1, 1, 64, 32] [1, 1, 1, 1] : tensor<1x4x128x32xf32> to tensor<1x1x64x32xf32>
+// CHECK: %[[QT:.*]] = tensor.extract_slice %[[QS]][0, 0, 0, 0] [1, 1, 64, 32] [1, 1, 1, 1] : tensor<1x1x64x32xf32> to tensor<64x32xf32>
 // CHECK: %[[MHI:.*]] = arith.addi %[[M0]], %c63
-// CHECK: scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[LS:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}, %[[SS:.*]] = %{{.*}}, %[[BS:.*]] = %{{.*}}, %[[CS:.*]] = %{{.*}}) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x32xf32>, tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>)
+// CHECK: scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[LS:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x32xf32>)
 // CHECK: %[[N0:.*]] = arith.muli %[[J]], %c64
 // CHECK: %[[NHI:.*]] = arith.addi %[[N0]], %c63
 // Block classification: all kept iff m_lo >= n_hi, none iff m_hi < n_lo.
-// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %[[NHI]] : index
+// CHECK: %[[NHIC:.*]] = arith.minsi %[[NHI]], %c127
+// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %[[NHIC]] : index
 // CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %[[MHI]], %[[N0]] : index
 // CHECK: scf.if %[[EMPTY]]
-// CHECK-NEXT: scf.yield %[[MX]], %[[LS]], %[[ACC]], %[[SS]], %[[BS]], %[[CS]]
+// CHECK-NEXT: scf.yield %[[MX]], %[[LS]], %[[ACC]]
+// CHECK: } else {
+// A full block runs without the mask:
+// CHECK: scf.if %[[FULL]]
+// CHECK: tensor.extract_slice %[[KT]][0, %[[H]], 0, %[[N0]]] [1, 1, 32, 64]
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} ins(%[[QT]], %{{.*}} : tensor<64x32xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<64x64xf32>)
+// CHECK-NOT: arith.cmpi
 // CHECK: } else {
 // CHECK: tensor.extract_slice %[[KT]][0, %[[H]], 0, %[[N0]]] [1, 1, 32, 64]
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<64x64xf32>)
-// CHECK: scf.if %[[FULL]] -> (tensor<64x64xf32>)
-// CHECK-NOT: arith.cmpi
-// CHECK: } else {
 // The scores see global indices: m0 + linalg.index 0, n0 + linalg.index 1.
 // CHECK: arith.mulf
 // CHECK: %[[IM:.*]] = linalg.index 0 : index
@@ -36,10 +43,10 @@
 // CHECK: %[[GN:.*]] = arith.addi %[[N0]], %[[IN]] : index
 // CHECK: %[[KEEP:.*]] = arith.cmpi sge, %[[GM]], %[[GN]] : index
 // CHECK: arith.select %[[KEEP]]
-// Online-softmax update: new max, correction exp(m_old - m_new), l *= corr.
+// Online-softmax update: block max, new max, correction exp(m_old - m_new), l *= corr.
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}}outs(%{{.*}} : tensor<64xf32>)
 // CHECK: arith.cmpf ugt
-// CHECK: linalg.generic {{.*}}ins(%{{.*}} : tensor<64xf32>) outs(%[[MX]], %[[LS]], %[[CS]] : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+// CHECK: linalg.generic {{.*}}ins(%{{.*}} : tensor<64xf32>) outs(%[[MX]], %[[LS]], %{{.*}} : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
 // CHECK: arith.cmpf ugt
 // CHECK: arith.subf
 // CHECK: math.floor
@@ -63,9 +70,6 @@
 // CHECK: } {flex.block_classification = "interval", flex.tiles = array<i64: 64, 64>}
 // No tensor of size B*H*M*N:
 // CHECK-NOT: tensor<1x4x128x128xf32>
-// Vector micro-kernels (default): Q.K^T with 4 rows of S (vector<64xf32>)
-// in registers over E, per-row softmax with tree reductions, P.V with 4
-// rows of acc (vector<32xf32>) over Nt, corr folded into the accumulator.
 // VEC-LABEL: func.func @causal
 // VEC: scf.for %[[MB:.*]] = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
 // VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
@@ -84,8 +88,8 @@
 // VEC: scf.forall.in_parallel
 // VEC-NOT: tensor<1x4x128x128xf32>
 // NOSKIP-LABEL: func.func @causal
-// NOSKIP: scf.forall {{.*}} in (4, 8)
-// NOSKIP: scf.for {{.*}} -> (tensor<16xf32>, tensor<16xf32>, tensor<16x32xf32>, tensor<16x32xf32>, tensor<16xf32>, tensor<16xf32>)
+// NOSKIP: scf.forall {{.*}} = (0, 0) to (4, 128) step (1, 16)
+// NOSKIP: scf.for {{.*}} -> (tensor<16xf32>, tensor<16xf32>, tensor<16x32xf32>)
 // NOSKIP-NOT: scf.if
 // NOSKIP: scf.forall.in_parallel
 // NOSKIP: } {flex.block_classification = "none", flex.tiles = array<i64: 16, 32>}
@@ -136,6 +140,7 @@ func.func @gqa_capture(%q: tensor<2x8x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v:
 // CHECK-LABEL: func.func @decode
 // CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 84, 0]
 // CHECK: scf.forall {{.*}} in (4)
+// CHECK: scf.forall {{.*}} in (4)
 // CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1
 // CHECK: linalg.generic
 // CHECK: %[[IN:.*]] = linalg.index 1 : index
@@ -162,18 +167,17 @@ func.func @decode(%q: tensor<1x4x1x64xf32>, %k: tensor<1x4x300x64xf32>, %v: tens
 // -----
 
 // A mask reading a captured tensor is not analyzable: a dense per-block
-// pre-pass (any / all kept) classifies the block.
+// pre-pass (any / all kept over the block's points) classifies the block.
 // CHECK-LABEL: func.func @document
 // CHECK: scf.for
-// CHECK: linalg.generic {{.*}}iterator_types = ["reduction", "reduction"]{{.*}} outs(%{{.*}}, %{{.*}} : tensor<i8>, tensor<i8>)
+// CHECK: %[[CLS:.*]]:2 = scf.for {{.*}} = %c0 to %c64 step %c1 iter_args(%{{.*}} = %false, %{{.*}} = %true) -> (i1, i1)
+// CHECK: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (i1, i1)
 // CHECK: tensor.extract %{{.*}} : tensor<128xi64>
 // CHECK: arith.ori
 // CHECK: arith.andi
-// CHECK: %[[ANY:.*]] = arith.cmpi ne
-// CHECK: %[[ALL:.*]] = arith.cmpi ne
-// CHECK: scf.if %[[ANY]]
+// CHECK: scf.if %[[CLS]]#0
+// CHECK: scf.if %[[CLS]]#1
 // CHECK: linalg.generic
-// CHECK: scf.if %[[ALL]]
 // CHECK: } {flex.block_classification = "dense", flex.tiles = array<i64: 64, 64>}
 func.func @document(%q: tensor<1x2x128x16xf32>, %k: tensor<1x2x128x16xf32>, %v: tensor<1x2x128x16xf32>, %doc: tensor<128xi64>) -> tensor<1x2x128x16xf32> {
   %o = tensor.empty() : tensor<1x2x128x16xf32>
@@ -192,14 +196,17 @@ func.func @document(%q: tensor<1x2x128x16xf32>, %k: tensor<1x2x128x16xf32>, %v: 
 
 // -----
 
-// Dynamic M and N: Q, K, V padded to multiples of the tiles, results sliced
-// back to M rows.
+// Dynamic M and N: K and V padded to a multiple of the key block; the last
+// row tile is partial (affine.min): its Q rows are padded to the tile and
+// only its valid rows are written back.
 // CHECK-LABEL: func.func @dynamic
-// CHECK: %[[M:.*]] = tensor.dim %{{.*}}, %c2 : tensor<1x2x?x16xf32>
 // CHECK: tensor.pad
-// CHECK: scf.forall
+// CHECK: scf.forall (%{{.*}}, %[[M0:.*]]) = (0, 0) to (2, %[[M:.*]]) step (1, 64)
+// CHECK: %[[ROWS:.*]] = affine.min #{{.*}}(%[[M0]])[%[[M]]]
+// CHECK: tensor.pad %{{.*}} low[0, 0] high[%{{.*}}, 0]
+// CHECK: } : tensor<?x16xf32> to tensor<64x16xf32>
 // CHECK: arith.minsi
-// CHECK: tensor.extract_slice %{{.*}}[0, 0, 0, 0] [1, 2, %[[M]], 16] [1, 1, 1, 1] : tensor<1x2x?x16xf32> to tensor<1x2x?x16xf32>
+// CHECK: tensor.extract_slice %{{.*}}[0, 0] [%[[ROWS]], 16] [1, 1] : tensor<64x16xf32> to tensor<?x16xf32>
 func.func @dynamic(%q: tensor<1x2x?x16xf32>, %k: tensor<1x2x?x16xf32>, %v: tensor<1x2x?x16xf32>, %o: tensor<1x2x?x16xf32>) -> tensor<1x2x?x16xf32> {
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>, tensor<1x2x?x16xf32>)
       outs(%o : tensor<1x2x?x16xf32>) scale(0.25)

@@ -221,42 +221,45 @@ LogicalResult AttentionOp::verify() {
 
 /// Checks that `region` has the block arguments `argTypes` and yields one
 /// value of type `yieldType`.
-static LogicalResult verifyModifier(AttentionOp op, Region &region,
+static LogicalResult verifyModifier(Operation *op, Region &region,
                                     StringRef name, TypeRange argTypes,
                                     Type yieldType, StringRef signature) {
   if (region.empty())
     return success();
   Block &block = region.front();
   if (block.getArgumentTypes() != argTypes)
-    return op.emitOpError() << name << " region must have arguments "
+    return op->emitOpError() << name << " region must have arguments "
                             << signature;
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
   if (!yield)
-    return op.emitOpError() << name << " region must end with flex.yield";
+    return op->emitOpError() << name << " region must end with flex.yield";
   if (yield.getValues().size() != 1 ||
       yield.getValues()[0].getType() != yieldType)
-    return op.emitOpError() << name << " region must yield exactly one "
+    return op->emitOpError() << name << " region must yield exactly one "
                             << yieldType;
   return success();
 }
 
-LogicalResult AttentionOp::verifyRegions() {
-  Builder b(getContext());
+LogicalResult mlir::flex::verifyModifierRegions(Operation *op,
+                                                Region &scoreMod,
+                                                Region &maskMod,
+                                                ValueRange captureRange,
+                                                bool checkCaptures) {
+  Builder b(op->getContext());
   Type idx = b.getIndexType();
-  if (failed(verifyModifier(*this, getScoreMod(), "score_mod",
+  if (failed(verifyModifier(op, scoreMod, "score_mod",
                             {b.getF32Type(), idx, idx, idx, idx},
                             b.getF32Type(),
                             "(score: f32, b, h, q_idx, kv_idx: index)")) ||
-      failed(verifyModifier(*this, getMaskMod(), "mask_mod",
-                            {idx, idx, idx, idx}, b.getI1Type(),
-                            "(b, h, q_idx, kv_idx: index)")))
+      failed(verifyModifier(op, maskMod, "mask_mod", {idx, idx, idx, idx},
+                            b.getI1Type(), "(b, h, q_idx, kv_idx: index)")))
     return failure();
   // Tensors read inside a region must be declared captures.
-  if (!hasTensorSemantics())
+  if (!checkCaptures)
     return success();
-  llvm::SmallPtrSet<Value, 4> captures(getCaptures().begin(),
-                                       getCaptures().end());
-  for (Region *region : {&getScoreMod(), &getMaskMod()}) {
+  llvm::SmallPtrSet<Value, 4> captures(captureRange.begin(),
+                                       captureRange.end());
+  for (Region *region : {&scoreMod, &maskMod}) {
     WalkResult r = region->walk([&](Operation *inner) {
       for (Value operand : inner->getOperands()) {
         if (!isa<ShapedType>(operand.getType()))
@@ -265,8 +268,8 @@ LogicalResult AttentionOp::verifyRegions() {
           continue;
         if (!captures.contains(operand)) {
           inner->emitOpError()
-              << "uses a tensor defined outside its flex.attention that is "
-                 "not listed in `captures`";
+              << "uses a tensor defined outside its " << op->getName()
+              << " that is not listed in `captures`";
           return WalkResult::interrupt();
         }
       }
@@ -276,6 +279,11 @@ LogicalResult AttentionOp::verifyRegions() {
       return failure();
   }
   return success();
+}
+
+LogicalResult AttentionOp::verifyRegions() {
+  return verifyModifierRegions(*this, getScoreMod(), getMaskMod(),
+                               getCaptures(), hasTensorSemantics());
 }
 
 Value mlir::flex::inlineModifier(OpBuilder &b, Region &region,

@@ -19,6 +19,13 @@ namespace mlir::flex {
 /// Clones the body of a score_mod/mask_mod region at `b`'s insertion point
 /// with its block arguments bound to `args`; returns the yielded value.
 Value inlineModifier(OpBuilder &b, Region &region, ValueRange args);
+
+/// Verifies the score_mod / mask_mod regions shared by flex.attention and
+/// flex.online_attention: block arguments, one yielded value, and (when
+/// `checkCaptures`) tensors from above only through `captures`.
+LogicalResult verifyModifierRegions(Operation *op, Region &scoreMod,
+                                    Region &maskMod, ValueRange captures,
+                                    bool checkCaptures);
 } // namespace mlir::flex
 
 #endif

@@ -185,9 +185,119 @@ def Flex_AttentionOp : Flex_Op<"attention", [
   }];
 }
 
+def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
+    RecursiveMemoryEffects,
+    SingleBlock
+  ]> {
+  let summary = "One online-softmax step of a query tile over a key/value block";
+  let description = [{
+    The tile-level form of `flex.attention` that the tiled lowering
+    (`flex-to-flash`) iterates over key/value blocks. It takes the running
+    online-softmax state of `Mt` query rows (row max `mx`, row sum `l`, f32
+    accumulator `acc`), one block of `Nt` keys and values, and returns the
+    state updated with that block. All shapes are static, tensors only:
+
+    - `query` `[Mt, E]`; `key` `[Nt, E]`, or `[E, Nt]` with
+      `transposed_key`; `value` `[Nt, Ev]` (f32, f16 or bf16, all equal);
+    - `max`, `sum` `[Mt]` and `acc` `[Mt, Ev]`, f32 (the results have the
+      same types).
+
+    `at(b, h, m0, n0)` is the global position of the block: the regions see
+    `(b, h, m0 + i, n0 + j)` for row `i` and key `j`, like flex.attention's.
+    `bounds(rows, kv_len)` mark padding: rows `i >= rows` are computed and
+    meant to be dropped (their region indices are clamped to `m0 + rows -
+    1` so captured tensors are never read out of range) and keys with
+    `n0 + j >= kv_len` are masked (indices clamped to `kv_len - 1`).
+    For each row `i`:
+
+    ```
+    s[j]  = mask(score_mod(scale * q[i] . k[j], b, h, m0 + i, n0 + j))
+    mn    = max(mx[i], max_j s[j])
+    c     = mn == -inf ? 1 : exp(mx[i] - mn)
+    p[j]  = mn == -inf ? 0 : exp(s[j] - mn)
+    max'[i] = mn;  sum'[i] = sum[i] * c + sum_j p[j]
+    acc'[i, :] = acc[i, :] * c + sum_j p[j] * v[j, :]
+    ```
+
+    Folding the op over all blocks of `N` from `mx = -inf, l = 0, acc = 0`
+    and normalizing (`acc / l`, `0` for rows whose `mx` stays `-inf`) gives
+    flex.attention's output. An empty `mask_mod` keeps every key (the
+    lowering drops the mask on blocks it proved full); the regions are
+    those of flex.attention.
+
+    ```mlir
+    %mx1, %l1, %acc1 = flex.online_attention
+        ins(%q, %kt, %v : tensor<64x32xf32>, tensor<32x64xf32>,
+                          tensor<64x32xf32>)
+        at(%b, %h, %m0, %n0) bounds(%c64, %n)
+        outs(%mx, %l, %acc : tensor<64xf32>, tensor<64xf32>,
+                             tensor<64x32xf32>)
+        scale(0.176776692) {transposed_key}
+        mask_mod {
+        ^bb0(%bb: index, %hh: index, %m: index, %kv: index):
+          %c = arith.cmpi sge, %m, %kv : index
+          flex.yield %c : i1
+        } -> tensor<64xf32>, tensor<64xf32>, tensor<64x32xf32>
+    ```
+
+    `flex-decompose-online-attention` rewrites it into the tile builders
+    (Q·Kᵀ, scores, softmax update, P·V).
+  }];
+
+  let arguments = (ins
+    AnyRankedTensor:$query,
+    AnyRankedTensor:$key,
+    AnyRankedTensor:$value,
+    Variadic<AnyRankedTensor>:$captures,
+    Index:$b, Index:$h, Index:$m0, Index:$n0,
+    Index:$rows, Index:$kv_len,
+    AnyRankedTensor:$max,
+    AnyRankedTensor:$sum,
+    AnyRankedTensor:$acc,
+    F32Attr:$scale,
+    UnitAttr:$transposed_key
+  );
+  let results = (outs AnyRankedTensor:$new_max, AnyRankedTensor:$new_sum,
+                      AnyRankedTensor:$new_acc);
+  let regions = (region MaxSizedRegion<1>:$score_mod,
+                        MaxSizedRegion<1>:$mask_mod);
+
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
+        type($value) `)`
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
+    `at` `(` $b `,` $h `,` $m0 `,` $n0 `)`
+    `bounds` `(` $rows `,` $kv_len `)`
+    `outs` `(` $max `,` $sum `,` $acc `:` type($max) `,` type($sum) `,`
+        type($acc) `)`
+    `scale` `(` $scale `)`
+    attr-dict
+    (`score_mod` $score_mod^)?
+    (`mask_mod` $mask_mod^)?
+    `->` type($new_max) `,` type($new_sum) `,` type($new_acc)
+  }];
+
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+
+  let extraClassDeclaration = [{
+    bool hasScoreMod() { return !getScoreMod().empty(); }
+    bool hasMaskMod() { return !getMaskMod().empty(); }
+    int64_t getTileRows() {
+      return ::llvm::cast<::mlir::ShapedType>(getQuery().getType())
+          .getDimSize(0);
+    }
+    int64_t getTileKeys() {
+      return ::llvm::cast<::mlir::ShapedType>(getValue().getType())
+          .getDimSize(0);
+    }
+  }];
+}
+
 def Flex_YieldOp : Flex_Op<"yield", [Pure, Terminator,
-    ReturnLike, HasParent<"::mlir::flex::AttentionOp">]> {
-  let summary = "Yields the value of a flex.attention region";
+    ReturnLike, ParentOneOf<["::mlir::flex::AttentionOp",
+                             "::mlir::flex::OnlineAttentionOp"]>]> {
+  let summary = "Yields the value of a flex.attention or flex.online_attention region";
   let description = [{
     Terminates `score_mod` (yields an f32 score) and `mask_mod` (yields an
     i1, true for a kept score).

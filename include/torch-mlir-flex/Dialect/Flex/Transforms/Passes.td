@@ -78,6 +78,70 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def FlexDecomposeAttentionTile
+    : Pass<"flex-decompose-attention-tile", "func::FuncOp"> {
+  let summary = "Decompose row tiles of flex.attention into a loop over key "
+                "blocks of flex.online_attention";
+  let description = [{
+    The second stage of flex-to-flash, on its own (for tests and transform
+    scripts): each flex.attention on tensors whose query is a row tile
+    `[1, 1, M, E]` (tile B, Hq and M first, e.g. with
+    `transform.structured.tile_using_forall` sizes `[1, 1, Mt]`) becomes
+    the online-softmax state, an `scf.for` over key blocks of
+    `flex.online_attention` (empty blocks skipped and full blocks unmasked
+    when the mask can be classified) and the normalization. K/V are padded
+    and K transposed for the tile. Other flex.attention ops are errors.
+
+    ```mlir
+    %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x32xf32>, ...) ...
+    ==>
+    %s:3 = scf.for %j = %c0 to %nb step %c1 iter_args(%mx, %l, %acc) {
+      ... %n:3 = flex.online_attention ins(...) at(%b, %h, %m0, %n0) ...
+    }
+    %o = linalg.generic ... arith.divf ...
+    ```
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
+           "Upper bound of the rows of a row tile with a dynamic M">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
+           "Keys per block (0: 64, or N when smaller)">,
+    Option<"blockSparsity", "block-sparsity", "bool", /*default=*/"true",
+           "Skip fully masked blocks and drop the mask on full blocks">,
+    Option<"denseClassify", "dense-classify", "bool", /*default=*/"true",
+           "Classify blocks of non-analyzable masks with a dense pre-pass">
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def FlexDecomposeOnlineAttention
+    : Pass<"flex-decompose-online-attention", "func::FuncOp"> {
+  let summary = "Decompose flex.online_attention into its tile builders";
+  let description = [{
+    The last stage of flex-to-flash, on its own: each flex.online_attention
+    becomes S = Q·Kᵀ, the scale / score_mod / mask_mod / padding tile op on
+    global indices, the online-softmax update (new max, correction, P,
+    row sums) and acc = acc · corr + P·V. With `vectorize` (and Nt <= 128)
+    the contractions are broadcast-FMA vector micro-kernels and the softmax
+    works on rows as vectors; else linalg.generic ops.
+  }];
+  let options = [
+    Option<"fastExp", "fast-exp", "bool", /*default=*/"true",
+           "Softmax exp as inline polynomial instead of math.exp">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Vector micro-kernels instead of linalg.generic tile ops">
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
   let summary = "Rewrite the frontend's outlined flex calls into flex.attention";
   let description = [{

@@ -1,0 +1,149 @@
+//===- FlashLowering.h - builders of the tiled flash lowering ---*- C++ -*-===//
+//
+// The pieces of flex-to-flash, each built by one small function:
+//
+//   flex.attention
+//     -- tileAttentionRows (TilingInterface, upstream SCF tiling) -->
+//   scf.forall (b, h, m0) { flex.attention on a [1, 1, <=Mt, E] row tile }
+//     -- decomposeAttentionTile -->
+//   state init; scf.for over key blocks {
+//     classifyBlock; scf.if live { flex.online_attention } }; finalization
+//     -- decomposeOnlineAttention -->
+//   buildQKTile; buildScoreTile; buildSoftmaxUpdate; buildPVTile
+//
+// buildKeyValueLayout pads K/V to whole blocks and transposes K once, ahead
+// of the row tiles that share it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHLOWERING_H
+#define TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHLOWERING_H
+
+#include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::flex {
+
+/// Options of the tiled lowering (flex-to-flash and its stage passes).
+struct FlashConfig {
+  int64_t tileM = 64, tileN = 64;
+  bool blockSparsity = true, denseClassify = true, fastExp = true,
+       vectorize = true;
+  /// Decode (few query rows): dot products with rows of K as they are
+  /// instead of a transposed K.
+  bool keyRows = false;
+};
+
+/// Why flex-to-flash leaves `op` to flex-to-loops (memrefs, dynamic head
+/// dims, dynamic head counts without kv_group_size), or nullopt.
+std::optional<std::string> flashUnsupportedReason(AttentionOp op);
+
+/// The tile sizes and kernel choices for `op`: 64 x 64 by default (or the
+/// requested sizes); a dimension smaller than the tile shrinks it; a
+/// decode-sized M gets a longer key block.
+FlashConfig chooseFlashConfig(AttentionOp op, FlashConfig requested);
+
+/// Keys and values laid out for the key blocks: N padded with zeros to a
+/// multiple of the block, K transposed to [Bkv, Hkv, E, Np] unless
+/// `keyRows`.
+struct KeyValueLayout {
+  Value sourceKey;   // the K it was built from
+  Value keys;        // [Bkv, Hkv, E, Np] or [Bkv, Hkv, Np, E]
+  Value values;      // [Bkv, Hkv, Np, Ev]
+  Value kvLen;       // N (index)
+  Value numBlocks;   // Np / Nt (index)
+  bool transposedKey = true;
+};
+KeyValueLayout buildKeyValueLayout(OpBuilder &b, Location loc, Value key,
+                                   Value value, const FlashConfig &cfg);
+
+/// Tiles `op` over (B, Hq, M) with tile sizes (1, 1, tileM) into an
+/// scf.forall through its TilingInterface; returns the tiled op.
+FailureOr<AttentionOp> tileAttentionRows(RewriterBase &rewriter,
+                                         AttentionOp op, int64_t tileM,
+                                         scf::ForallOp *forall = nullptr);
+
+/// Rewrites a row tile of flex.attention (query [1, 1, M, E] with M <= Mt)
+/// into the online-softmax state, a loop over key blocks of
+/// flex.online_attention (with block classification) and the
+/// normalization. Uses `layout` when the tile's key is a slice of its
+/// source (hoisted by the caller), else lays out the tile's own K/V.
+LogicalResult decomposeAttentionTile(RewriterBase &rewriter, AttentionOp tile,
+                                     const FlashConfig &cfg,
+                                     const KeyValueLayout *layout);
+
+/// The index box of one (row tile, key block) pair, global indices: rows
+/// [mLo, mHi], keys [nLo, nHi] (valid ones). The dense pre-pass walks the
+/// whole Mt x Nt block from (mLo, nLo), clamping rows to `rows` valid ones
+/// and keys to `kvLen`.
+struct BlockBox {
+  Value b, h, mLo, mHi, nLo, nHi;
+  Value rows, kvLen;
+  int64_t tileM = 0, tileN = 0;
+};
+/// Block classification: `live` false when no point of the box is kept,
+/// `full` true when every point is. Both null when not classified.
+struct BlockClass {
+  Value live, full;
+};
+/// Which classification `op`'s mask gets: "interval" (region of integer
+/// arithmetic), "dense" (a pre-pass evaluating the mask on the block) or
+/// "none".
+StringRef blockClassificationKind(AttentionOp op, const FlashConfig &cfg);
+BlockClass classifyBlock(OpBuilder &b, Location loc, AttentionOp op,
+                         StringRef kind, const BlockBox &box);
+
+/// Interval analysis of a mask_mod (MaskIntervals.cpp).
+bool isIntervalAnalyzableMask(Region &region);
+std::pair<Value, Value>
+emitMaskBounds(OpBuilder &b, Location loc, Region &region,
+               ArrayRef<std::pair<Value, Value>> argRanges);
+
+/// Rewrites one flex.online_attention into the tile builders below.
+LogicalResult decomposeOnlineAttention(RewriterBase &rewriter,
+                                       OnlineAttentionOp op,
+                                       const FlashConfig &cfg);
+
+/// S[Mt, Nt] = Q . K^T (f32), as a vector micro-kernel or linalg.generic.
+Value buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
+                  const FlashConfig &cfg);
+/// scale, score_mod, mask_mod (when the op has one) and key padding
+/// applied to S in place, on global indices.
+Value buildScoreTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
+                     Value s);
+/// The online-softmax update of one block: P = exp(S - mn) and the new
+/// max, sum and correction exp(mx - mn) of each row.
+struct SoftmaxUpdate {
+  Value p, max, sum, corr;
+};
+SoftmaxUpdate buildSoftmaxUpdate(OpBuilder &b, Location loc, Value s,
+                                 Value max, Value sum,
+                                 const FlashConfig &cfg);
+/// acc' = acc * corr + P . V.
+Value buildPVTile(OpBuilder &b, Location loc, Value p, Value v, Value acc,
+                  Value corr, const FlashConfig &cfg);
+
+/// The normalized row tile: out = acc / l (0 for fully masked rows)
+/// written into `outDest` ([Mt, Ev], the output element type), and when
+/// asked lse = (mx + log l) / ln 2 and max = mx / ln 2 ([Mt], f32; -inf for
+/// fully masked rows).
+struct FinalTiles {
+  Value out, lse, max;
+};
+FinalTiles buildFinalization(OpBuilder &b, Location loc, Value mx, Value l,
+                             Value acc, Value outDest, bool withLse,
+                             bool withMax);
+
+/// exp(x) for x <= 0 (scalar or vector f32) as a polynomial (FlashMath.cpp).
+Value emitExpNonPositive(OpBuilder &b, Location loc, Value x);
+/// Reduces a 1-D vector by halving with `comb`.
+Value treeReduce(OpBuilder &b, Location loc, Value v,
+                 function_ref<Value(Value, Value)> comb);
+
+} // namespace mlir::flex
+
+#endif

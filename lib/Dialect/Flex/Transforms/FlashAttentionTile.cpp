@@ -1,0 +1,253 @@
+//===- FlashAttentionTile.cpp - a row tile as an online-softmax loop ------===//
+//
+// Rewrites a row tile of flex.attention (query [1, 1, M <= Mt, E], global
+// position in its offsets) into
+//
+//   Q tile [Mt, E] (padded when M < Mt); mx = -inf, l = 0, acc = 0
+//   scf.for j over key blocks iter_args(mx, l, acc) {
+//     classifyBlock -> live, full
+//     scf.if live { flex.online_attention on block j (no mask when full) }
+//   }
+//   buildFinalization; rows [0, M) inserted into the tile's outputs
+//
+// Keys and values come from a KeyValueLayout: the caller's (hoisted ahead
+// of the row tiles) when the tile's key is a slice of it, else built here
+// from the tile's own K and V.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flex;
+
+namespace {
+/// What every key block of one row tile shares.
+struct RowTile {
+  mutable AttentionOp op;
+  const KeyValueLayout *layout;
+  Value q, b, h, m0, rows, kb, kh;
+  int64_t tileM, tileN, e, ev;
+};
+} // namespace
+
+static Value cIdx(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+static Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                    double v) {
+  Value init = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
+  Value c = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  return linalg::FillOp::create(b, loc, ValueRange{c}, ValueRange{init})
+      .getResult(0);
+}
+
+static Value slice2d(OpBuilder &b, Location loc, Value src,
+                     ArrayRef<OpFoldResult> offsets, int64_t rows,
+                     int64_t cols, ArrayRef<OpFoldResult> sizes) {
+  Type elt = cast<RankedTensorType>(src.getType()).getElementType();
+  SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({rows, cols}, elt), src, offsets, sizes,
+      strides);
+}
+
+/// flex.online_attention of key block `n0` on the state; without the mask
+/// when `withMask` is false (a block classified full).
+static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
+                                     const RowTile &t, Value n0,
+                                     ValueRange state, bool withMask) {
+  const KeyValueLayout &lay = *t.layout;
+  OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  OpFoldResult eA = b.getIndexAttr(t.e), ntA = b.getIndexAttr(t.tileN);
+  Value k = lay.transposedKey
+                ? slice2d(b, loc, lay.keys, {t.kb, t.kh, z, n0}, t.e, t.tileN,
+                          {one, one, eA, ntA})
+                : slice2d(b, loc, lay.keys, {t.kb, t.kh, n0, z}, t.tileN, t.e,
+                          {one, one, ntA, eA});
+  Value v = slice2d(b, loc, lay.values, {t.kb, t.kh, n0, z}, t.tileN, t.ev,
+                    {one, one, ntA, b.getIndexAttr(t.ev)});
+  auto online = OnlineAttentionOp::create(
+      b, loc, state.getTypes(), t.q, k, v, t.op.getCaptures(), t.b, t.h, t.m0,
+      n0, t.rows, lay.kvLen, state[0], state[1], state[2],
+      t.op.getScaleAttr(), lay.transposedKey ? b.getUnitAttr() : UnitAttr());
+  IRMapping map;
+  t.op.getScoreMod().cloneInto(&online.getScoreMod(), map);
+  if (withMask)
+    t.op.getMaskMod().cloneInto(&online.getMaskMod(), map);
+  return SmallVector<Value>(online->getResults());
+}
+
+/// `scf.if cond { then() } else { other() }` yielding the state types.
+static SmallVector<Value>
+ifElse(OpBuilder &b, Location loc, Value cond, TypeRange types,
+       function_ref<SmallVector<Value>()> thenFn,
+       function_ref<SmallVector<Value>()> elseFn) {
+  auto ifOp = scf::IfOp::create(b, loc, types, cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, thenFn());
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, elseFn());
+  return SmallVector<Value>(ifOp.getResults());
+}
+
+/// The loop over key blocks, carrying (mx, l, acc).
+static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
+                               StringRef kind, ValueRange init) {
+  const KeyValueLayout &lay = *t.layout;
+  Value c0 = cIdx(b, loc, 0), c1 = cIdx(b, loc, 1);
+  Value mHi = arith::AddIOp::create(
+      b, loc, t.m0, arith::SubIOp::create(b, loc, t.rows, c1));
+  Value lastKey = arith::SubIOp::create(b, loc, lay.kvLen, c1);
+  bool hasMask = t.op.hasMaskMod();
+  return scf::ForOp::create(
+      b, loc, c0, lay.numBlocks, c1, init,
+      [&](OpBuilder &nb, Location l, Value j, ValueRange st) {
+        Value n0 = arith::MulIOp::create(nb, l, j, cIdx(nb, l, t.tileN));
+        Value nHi = arith::MinSIOp::create(
+            nb, l, arith::AddIOp::create(nb, l, n0, cIdx(nb, l, t.tileN - 1)),
+            lastKey);
+        BlockBox box{t.b,   t.h,       t.m0,    mHi,    n0,
+                     nHi,   t.rows,    lay.kvLen, t.tileM, t.tileN};
+        BlockClass cls = classifyBlock(nb, l, t.op, kind, box);
+        auto compute = [&]() -> SmallVector<Value> {
+          if (!cls.full)
+            return buildBlock(nb, l, t, n0, st, hasMask);
+          return ifElse(
+              nb, l, cls.full, st.getTypes(),
+              [&] { return buildBlock(nb, l, t, n0, st, false); },
+              [&] { return buildBlock(nb, l, t, n0, st, true); });
+        };
+        SmallVector<Value> next =
+            cls.live ? ifElse(nb, l, cls.live, st.getTypes(), compute,
+                              [&] { return SmallVector<Value>(st); })
+                     : compute();
+        scf::YieldOp::create(nb, l, next);
+      });
+}
+
+/// Inserts rows [0, rows) of `t` ([Mt] or [Mt, Ev]) into `init` ([1, 1,
+/// rows] or [1, 1, rows, Ev]).
+static Value placeRows(OpBuilder &b, Location loc, Value t, Value init,
+                       Value rows, bool padded) {
+  auto initTy = cast<RankedTensorType>(init.getType());
+  auto tTy = cast<RankedTensorType>(t.getType());
+  OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  SmallVector<OpFoldResult> offs(initTy.getRank(), z);
+  SmallVector<OpFoldResult> sizes = {one, one, getAsOpFoldResult(rows)};
+  SmallVector<int64_t> shape = {initTy.getDimSize(2)};
+  if (initTy.getRank() == 4) {
+    sizes.push_back(b.getIndexAttr(initTy.getDimSize(3)));
+    shape.push_back(initTy.getDimSize(3));
+  }
+  if (padded) {
+    SmallVector<OpFoldResult> tOffs(tTy.getRank(), z);
+    SmallVector<OpFoldResult> tSizes(sizes.begin() + 2, sizes.end());
+    SmallVector<OpFoldResult> strides(tTy.getRank(), one);
+    t = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get(shape, tTy.getElementType()), t, tOffs,
+        tSizes, strides);
+  }
+  SmallVector<OpFoldResult> strides(initTy.getRank(), one);
+  return tensor::InsertSliceOp::create(b, loc, t, init, offs, sizes, strides);
+}
+
+LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
+                                                 AttentionOp tile,
+                                                 const FlashConfig &cfg,
+                                                 const KeyValueLayout *layout) {
+  if (std::optional<std::string> why = flashUnsupportedReason(tile))
+    return tile.emitOpError("cannot decompose into key blocks: ") << *why;
+  auto qTy = cast<RankedTensorType>(tile.getQuery().getType());
+  int64_t mStatic = qTy.getDimSize(2), mt = cfg.tileM;
+  if (qTy.getDimSize(0) != 1 || qTy.getDimSize(1) != 1 ||
+      (!ShapedType::isDynamic(mStatic) && mStatic > mt))
+    return tile.emitOpError("expected a row tile with query [1, 1, M, E], "
+                            "M <= tile-m = ")
+           << mt << " (tile B, Hq and M first), got " << qTy;
+  OpBuilder::InsertionGuard g(rewriter);
+  rewriter.setInsertionPoint(tile);
+  Location loc = tile.getLoc();
+  OpBuilder &b = rewriter;
+  RowTile t{tile, layout};
+  t.tileM = mt;
+  t.tileN = cfg.tileN;
+  t.e = qTy.getDimSize(3);
+  t.ev = tile.getValueType().getDimSize(3);
+  Value zero = cIdx(b, loc, 0);
+  ValueRange offs = tile.getOffsets();
+  t.b = offs.empty() ? zero : offs[0];
+  t.h = offs.empty() ? zero : offs[1];
+  t.m0 = offs.empty() ? zero : offs[2];
+  bool padRows = mStatic != mt;
+  t.rows = ShapedType::isDynamic(mStatic)
+               ? tensor::DimOp::create(b, loc, tile.getQuery(), 2).getResult()
+               : cIdx(b, loc, mStatic);
+
+  // The Q tile, padded with zero rows to Mt.
+  OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  t.q = slice2d(b, loc, tile.getQuery(), {z, z, z, z}, mStatic, t.e,
+                {one, one, getAsOpFoldResult(t.rows), b.getIndexAttr(t.e)});
+  if (padRows) {
+    Value padZero =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(qTy.getElementType()));
+    OpFoldResult high = getAsOpFoldResult(
+        b.createOrFold<arith::SubIOp>(loc, cIdx(b, loc, mt), t.rows));
+    t.q = tensor::PadOp::create(
+        b, loc, RankedTensorType::get({mt, t.e}, qTy.getElementType()), t.q,
+        {z, z}, {high, z}, padZero);
+  }
+
+  // Keys/values: the hoisted layout when the tile's key is its slice.
+  KeyValueLayout own;
+  t.kb = zero;
+  if (layout) {
+    auto keySlice = tile.getKey().getDefiningOp<tensor::ExtractSliceOp>();
+    if (keySlice && keySlice.getSource() == layout->sourceKey)
+      t.kb = getValueOrCreateConstantIndexOp(b, loc,
+                                             keySlice.getMixedOffsets()[0]);
+    else
+      t.layout = nullptr;
+  }
+  if (!t.layout) {
+    own = buildKeyValueLayout(b, loc, tile.getKey(), tile.getValue(), cfg);
+    t.layout = &own;
+  }
+  t.kh = arith::DivUIOp::create(b, loc, t.h,
+                                cIdx(b, loc, tile.getGroupSize()));
+
+  float negInf = -std::numeric_limits<float>::infinity();
+  SmallVector<Value> init = {filled(b, loc, {mt}, negInf),
+                             filled(b, loc, {mt}, 0.0),
+                             filled(b, loc, {mt, t.ev}, 0.0)};
+  scf::ForOp loop =
+      buildKeyLoop(b, loc, t, blockClassificationKind(tile, cfg), init);
+
+  // Normalization, written straight into the output tile when unpadded.
+  Type outElt = tile.getOutputType().getElementType();
+  Value outDest =
+      padRows ? tensor::EmptyOp::create(b, loc, {mt, t.ev}, outElt).getResult()
+              : slice2d(b, loc, tile.getOutput(), {z, z, z, z}, mt, t.ev,
+                        {one, one, b.getIndexAttr(mt), b.getIndexAttr(t.ev)});
+  FinalTiles fin = buildFinalization(
+      b, loc, loop.getResult(0), loop.getResult(1), loop.getResult(2), outDest,
+      static_cast<bool>(tile.getLogsumexp()),
+      static_cast<bool>(tile.getMaxScores()));
+  SmallVector<Value> results = {
+      placeRows(b, loc, fin.out, tile.getOutput(), t.rows, padRows)};
+  if (Value lse = tile.getLogsumexp())
+    results.push_back(placeRows(b, loc, fin.lse, lse, t.rows, padRows));
+  if (Value mx = tile.getMaxScores())
+    results.push_back(placeRows(b, loc, fin.max, mx, t.rows, padRows));
+  rewriter.replaceOp(tile, results);
+  return success();
+}

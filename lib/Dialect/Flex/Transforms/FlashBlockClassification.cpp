@@ -1,0 +1,77 @@
+//===- FlashBlockClassification.cpp - empty / full key blocks -------------===//
+//
+// Whether a (row tile, key block) box of a mask_mod is empty (skipped) or
+// full (computed without the mask): by interval arithmetic when the mask is
+// integer index arithmetic (MaskIntervals.cpp), else by a dense pre-pass
+// that evaluates the mask on every valid point of the block.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+using namespace mlir::flex;
+
+StringRef mlir::flex::blockClassificationKind(AttentionOp op,
+                                              const FlashConfig &cfg) {
+  if (!cfg.blockSparsity || !op.hasMaskMod())
+    return "none";
+  if (isIntervalAnalyzableMask(op.getMaskMod()))
+    return "interval";
+  return cfg.denseClassify ? "dense" : "none";
+}
+
+/// any / all of the mask over the block's valid points: rows past `rows`
+/// repeat the last row, keys past kv_len are neither kept nor a reason for
+/// "not all".
+static BlockClass denseClassification(OpBuilder &b, Location loc,
+                                      AttentionOp op, const BlockBox &box) {
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value f = arith::ConstantIntOp::create(b, loc, 0, 1);
+  Value t = arith::ConstantIntOp::create(b, loc, 1, 1);
+  Value lastRow = arith::SubIOp::create(b, loc, box.rows, c1);
+  Value lastKey = arith::SubIOp::create(b, loc, box.kvLen, c1);
+  auto rowLoop = scf::ForOp::create(
+      b, loc, c0, arith::ConstantIndexOp::create(b, loc, box.tileM), c1,
+      ValueRange{f, t},
+      [&](OpBuilder &rb, Location rl, Value i, ValueRange rowIt) {
+        Value gm = arith::AddIOp::create(
+            rb, rl, box.mLo, arith::MinSIOp::create(rb, rl, i, lastRow));
+        auto keyLoop = scf::ForOp::create(
+            rb, rl, c0, arith::ConstantIndexOp::create(rb, rl, box.tileN), c1,
+            rowIt, [&](OpBuilder &kb, Location kl, Value j, ValueRange it) {
+              Value n = arith::AddIOp::create(kb, kl, box.nLo, j);
+              Value gn = arith::MinSIOp::create(kb, kl, n, lastKey);
+              Value keep = inlineModifier(kb, op.getMaskMod(),
+                                          {box.b, box.h, gm, gn});
+              Value valid = arith::CmpIOp::create(
+                  kb, kl, arith::CmpIPredicate::slt, n, box.kvLen);
+              Value invalid = arith::XOrIOp::create(kb, kl, valid, t);
+              Value any = arith::OrIOp::create(
+                  kb, kl, it[0], arith::AndIOp::create(kb, kl, keep, valid));
+              Value all = arith::AndIOp::create(
+                  kb, kl, it[1], arith::OrIOp::create(kb, kl, keep, invalid));
+              scf::YieldOp::create(kb, kl, ValueRange{any, all});
+            });
+        scf::YieldOp::create(rb, rl, keyLoop.getResults());
+      });
+  return {rowLoop.getResult(0), rowLoop.getResult(1)};
+}
+
+BlockClass mlir::flex::classifyBlock(OpBuilder &b, Location loc,
+                                     AttentionOp op, StringRef kind,
+                                     const BlockBox &box) {
+  if (kind == "interval") {
+    auto [allTrue, allFalse] =
+        emitMaskBounds(b, loc, op.getMaskMod(),
+                       {{box.b, box.b}, {box.h, box.h}, {box.mLo, box.mHi},
+                        {box.nLo, box.nHi}});
+    Value t = arith::ConstantIntOp::create(b, loc, 1, 1);
+    return {arith::XOrIOp::create(b, loc, allFalse, t), allTrue};
+  }
+  if (kind == "dense")
+    return denseClassification(b, loc, op, box);
+  return {};
+}

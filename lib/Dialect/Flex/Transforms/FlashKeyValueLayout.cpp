@@ -1,0 +1,104 @@
+//===- FlashKeyValueLayout.cpp - K/V padded to key blocks, K transposed ---===//
+//
+// Built once per flex.attention, ahead of its row tiles: K and V padded
+// with zeros along N to a multiple of the key block Nt (the padded keys are
+// masked by flex.online_attention's `kv_len`), and K transposed to
+// [Bkv, Hkv, E, Np] so that the Q.K^T micro-kernel reads contiguous keys.
+// The transpose runs per (batch, kv head) in an scf.forall, in parallel
+// like the attention loop nest.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+using namespace mlir::flex;
+
+static OpFoldResult extent(OpBuilder &b, Location loc, Value v, int64_t d) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.isDynamicDim(d))
+    return tensor::DimOp::create(b, loc, v, d).getResult();
+  return b.getIndexAttr(t.getDimSize(d));
+}
+
+/// `src` padded with zeros along dim 2 to `padded` (static `paddedStatic`).
+static Value padKeys(OpBuilder &b, Location loc, Value src, Value n,
+                     Value padded, int64_t paddedStatic) {
+  auto t = cast<RankedTensorType>(src.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  shape[2] = paddedStatic;
+  SmallVector<OpFoldResult> low(4, b.getIndexAttr(0)), high = low;
+  high[2] = getAsOpFoldResult(b.createOrFold<arith::SubIOp>(loc, padded, n));
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(t.getElementType()));
+  return tensor::PadOp::create(b, loc, RankedTensorType::get(shape, t.getElementType()),
+                               src, low, high, zero);
+}
+
+/// [Bkv, Hkv, Np, E] -> [Bkv, Hkv, E, Np], one transpose per (batch, head).
+static Value transposeKeys(OpBuilder &b, Location loc, Value k) {
+  auto t = cast<RankedTensorType>(k.getType());
+  Type elt = t.getElementType();
+  int64_t np = t.getDimSize(2), e = t.getDimSize(3);
+  SmallVector<int64_t> shape = {t.getDimSize(0), t.getDimSize(1), e, np};
+  SmallVector<Value> dyn;
+  for (int64_t d : {0, 1, 2})
+    if (t.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(b, loc, k, d));
+  Value init = tensor::EmptyOp::create(b, loc, shape, elt, dyn);
+  OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
+  OpFoldResult eA = b.getIndexAttr(e), npA = extent(b, loc, k, 2);
+  auto forall = scf::ForallOp::create(
+      b, loc, ArrayRef<OpFoldResult>{extent(b, loc, k, 0), extent(b, loc, k, 1)},
+      ValueRange{init}, std::nullopt);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(forall.getTerminator());
+  Value bi = forall.getInductionVars()[0], hi = forall.getInductionVars()[1];
+  SmallVector<OpFoldResult> unit(4, one);
+  Value dest = forall.getRegionIterArgs()[0];
+  Value src = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({np, e}, elt), k, {bi, hi, zero, zero},
+      {one, one, npA, eA}, unit);
+  Value dst = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({e, np}, elt), dest, {bi, hi, zero, zero},
+      {one, one, eA, npA}, unit);
+  Value tr = linalg::TransposeOp::create(b, loc, src, dst,
+                                         ArrayRef<int64_t>{1, 0})
+                 .getResult()[0];
+  b.setInsertionPointToEnd(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(
+      b, loc, tr, dest, ArrayRef<OpFoldResult>{bi, hi, zero, zero},
+      ArrayRef<OpFoldResult>{one, one, eA, npA}, unit);
+  return forall.getResult(0);
+}
+
+KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
+                                               Value key, Value value,
+                                               const FlashConfig &cfg) {
+  auto kTy = cast<RankedTensorType>(key.getType());
+  int64_t nStatic = kTy.getDimSize(2), nt = cfg.tileN;
+  KeyValueLayout layout;
+  layout.sourceKey = key;
+  layout.transposedKey = !cfg.keyRows;
+  Value n = getValueOrCreateConstantIndexOp(b, loc, extent(b, loc, key, 2));
+  layout.kvLen = n;
+  Value ntV = arith::ConstantIndexOp::create(b, loc, nt);
+  layout.numBlocks = b.createOrFold<arith::CeilDivUIOp>(loc, n, ntV);
+  bool pad = ShapedType::isDynamic(nStatic) || nStatic % nt != 0;
+  layout.keys = key;
+  layout.values = value;
+  if (pad) {
+    Value np = b.createOrFold<arith::MulIOp>(loc, layout.numBlocks, ntV);
+    int64_t npStatic = ShapedType::isDynamic(nStatic)
+                           ? ShapedType::kDynamic
+                           : llvm::divideCeil(nStatic, nt) * nt;
+    layout.keys = padKeys(b, loc, key, n, np, npStatic);
+    layout.values = padKeys(b, loc, value, n, np, npStatic);
+  }
+  if (layout.transposedKey)
+    layout.keys = transposeKeys(b, loc, layout.keys);
+  return layout;
+}

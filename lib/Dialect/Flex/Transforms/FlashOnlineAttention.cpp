@@ -1,0 +1,100 @@
+//===- FlashOnlineAttention.cpp - decomposition of flex.online_attention --===//
+//
+// One block of the online softmax as its four tile builders:
+//   S = Q.K^T (buildQKTile); S = mask(score_mod(scale * S)) on global
+//   indices (buildScoreTile, here); P, max, sum, corr (buildSoftmaxUpdate);
+//   acc = acc * corr + P.V (buildPVTile).
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::flex;
+using utils::IteratorType;
+
+/// True unless `v` is the constant `c`.
+static bool mayDiffer(Value v, int64_t c) {
+  std::optional<int64_t> k = getConstantIntValue(v);
+  return !k || *k != c;
+}
+
+Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
+                                 OnlineAttentionOp op, Value s) {
+  MLIRContext *ctx = b.getContext();
+  AffineMap id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
+  int64_t mt = op.getTileRows(), nt = op.getTileKeys();
+  // Padding rows exist unless rows == Mt; padding keys unless kv_len is a
+  // constant multiple of Nt.
+  bool clampRows = mayDiffer(op.getRows(), mt);
+  std::optional<int64_t> kvLen = getConstantIntValue(op.getKvLen());
+  bool padKeys = !kvLen || *kvLen % nt != 0;
+  bool hasScore = op.hasScoreMod(), hasMask = op.hasMaskMod();
+  Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
+  Value negInf = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value lastRow = clampRows ? b.createOrFold<arith::SubIOp>(loc, op.getRows(), one)
+                            : Value();
+  Value lastKey = padKeys ? b.createOrFold<arith::SubIOp>(loc, op.getKvLen(), one)
+                          : Value();
+  auto gen = linalg::GenericOp::create(
+      b, loc, TypeRange{s.getType()}, ValueRange{}, ValueRange{s},
+      ArrayRef<AffineMap>{id2},
+      ArrayRef<IteratorType>{IteratorType::parallel, IteratorType::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value x = arith::MulFOp::create(nb, l, args[0], scale);
+        if (hasScore || hasMask || padKeys) {
+          Value i = linalg::IndexOp::create(nb, l, 0);
+          Value j = linalg::IndexOp::create(nb, l, 1);
+          if (clampRows)
+            i = arith::MinSIOp::create(nb, l, i, lastRow);
+          Value gm = arith::AddIOp::create(nb, l, op.getM0(), i);
+          Value n = arith::AddIOp::create(nb, l, op.getN0(), j);
+          Value gn = padKeys ? arith::MinSIOp::create(nb, l, n, lastKey).getResult()
+                             : n;
+          if (hasScore)
+            x = inlineModifier(nb, op.getScoreMod(),
+                               {x, op.getB(), op.getH(), gm, gn});
+          if (hasMask) {
+            Value keep = inlineModifier(nb, op.getMaskMod(),
+                                        {op.getB(), op.getH(), gm, gn});
+            x = arith::SelectOp::create(nb, l, keep, x, negInf);
+          }
+          if (padKeys) {
+            Value valid = arith::CmpIOp::create(
+                nb, l, arith::CmpIPredicate::slt, n, op.getKvLen());
+            x = arith::SelectOp::create(nb, l, valid, x, negInf);
+          }
+        }
+        linalg::YieldOp::create(nb, l, x);
+      });
+  return gen.getResult(0);
+}
+
+LogicalResult mlir::flex::decomposeOnlineAttention(RewriterBase &rewriter,
+                                                   OnlineAttentionOp op,
+                                                   const FlashConfig &cfg) {
+  FlashConfig c = cfg;
+  int64_t e = cast<RankedTensorType>(op.getQuery().getType()).getDimSize(1);
+  // Rows of S are single vectors in the vector softmax; the row-dot kernel
+  // (K as rows) keeps a row of Q per query row in registers.
+  c.vectorize = cfg.vectorize && op.getTileKeys() <= kMaxFmaChunk &&
+                (op.getTransposedKey() || e <= kMaxFmaChunk);
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  Value s = buildQKTile(rewriter, loc, op, c);
+  s = buildScoreTile(rewriter, loc, op, s);
+  SoftmaxUpdate sm =
+      buildSoftmaxUpdate(rewriter, loc, s, op.getMax(), op.getSum(), c);
+  Value acc = buildPVTile(rewriter, loc, sm.p, op.getValue(), op.getAcc(),
+                          sm.corr, c);
+  rewriter.replaceOp(op, ValueRange{sm.max, sm.sum, acc});
+  return success();
+}

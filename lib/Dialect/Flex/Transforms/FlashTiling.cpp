@@ -1,0 +1,76 @@
+//===- FlashTiling.cpp - row tiles of flex.attention ----------------------===//
+//
+// What the tiled lowering accepts, its tile sizes, and the (B, Hq, M)
+// tiling through flex.attention's TilingInterface with upstream SCF tiling.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
+
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+
+using namespace mlir;
+using namespace mlir::flex;
+
+std::optional<std::string> mlir::flex::flashUnsupportedReason(AttentionOp op) {
+  if (!op.hasTensorSemantics())
+    return std::string("operands are memrefs");
+  auto q = cast<RankedTensorType>(op.getQuery().getType());
+  auto k = cast<RankedTensorType>(op.getKey().getType());
+  auto v = cast<RankedTensorType>(op.getValue().getType());
+  if (q.isDynamicDim(3) || v.isDynamicDim(3))
+    return std::string("dynamic head dimension E/Ev");
+  // Without kv_group_size, dynamic head counts leave G = Hq / Hkv unknown
+  // here; the scalar reference computes it at run time.
+  if (!op.getKvGroupSize() && (q.isDynamicDim(1) || k.isDynamicDim(1)))
+    return std::string("dynamic head counts without kv_group_size");
+  return std::nullopt;
+}
+
+FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
+                                          FlashConfig requested) {
+  FlashConfig cfg = requested;
+  int64_t m = op.getQueryType().getDimSize(2);
+  int64_t n = op.getKeyType().getDimSize(2);
+  int64_t e = op.getQueryType().getDimSize(3);
+  cfg.tileM = requested.tileM > 0 ? requested.tileM : 64;
+  if (!ShapedType::isDynamic(m) && m > 0 && m < cfg.tileM)
+    cfg.tileM = m;
+  cfg.tileN = requested.tileN > 0 ? requested.tileN
+                                  : (cfg.tileM <= 16 ? 128 : 64);
+  if (!ShapedType::isDynamic(n) && n > 0 && n < cfg.tileN)
+    cfg.tileN = n;
+  // Rows of S are single vectors in the softmax: Nt <= kMaxFmaChunk.
+  cfg.vectorize = requested.vectorize && cfg.tileN <= kMaxFmaChunk;
+  // Few query rows (decode): transposing K would cost as much as the
+  // attention; dot products with rows of K instead.
+  cfg.keyRows = cfg.vectorize && cfg.tileM <= 2 && e <= 128;
+  return cfg;
+}
+
+FailureOr<AttentionOp> mlir::flex::tileAttentionRows(RewriterBase &rewriter,
+                                                     AttentionOp op,
+                                                     int64_t tileM,
+                                                     scf::ForallOp *forall) {
+  scf::SCFTilingOptions options;
+  options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+  Builder b(op.getContext());
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
+                                     b.getIndexAttr(tileM), b.getIndexAttr(0),
+                                     b.getIndexAttr(0)};
+  options.setTileSizes(sizes);
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+      rewriter, cast<TilingInterface>(op.getOperation()), options);
+  if (failed(tiled))
+    return op.emitOpError("flex-to-flash: tiling (B, Hq, M) failed");
+  if (tiled->tiledOps.size() != 1 || tiled->loops.size() != 1)
+    return op.emitOpError("flex-to-flash: expected one tiled op in one loop");
+  auto tile = dyn_cast<AttentionOp>(tiled->tiledOps.front());
+  if (!tile)
+    return op.emitOpError("flex-to-flash: tiling produced no flex.attention");
+  if (forall)
+    *forall = dyn_cast<scf::ForallOp>(tiled->loops.front().getOperation());
+  rewriter.replaceOp(op, tiled->replacements);
+  return tile;
+}

@@ -1,0 +1,123 @@
+// RUN: flex-opt %s -split-input-file --transform-interpreter \
+// RUN:   -flex-decompose-attention-tile="tile-m=16 tile-n=16" -canonicalize -cse | FileCheck %s
+
+// Stage 2 of the tiled lowering, after upstream tiling of flex.attention
+// through its TilingInterface (tile_using_forall, sizes [1, 1, 16]): each
+// row tile becomes the online-softmax state, a loop over key blocks of
+// flex.online_attention and the normalization.
+
+// M = N = 40: the last row tile has 8 rows (affine.min), padded to 16; K and
+// V are padded to 48 keys (3 blocks of 16) and K is transposed; the causal
+// mask is classified per block by interval arithmetic: empty blocks keep
+// the state, full blocks run flex.online_attention without the mask.
+// CHECK-LABEL: func.func @causal_rows
+// CHECK: scf.forall (%[[H:.*]], %[[MT:.*]]) in (2, 3)
+// CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
+// CHECK: %[[ROWS:.*]] = affine.min #{{.*}}(%[[MT]])
+// CHECK: %[[QT:.*]] = tensor.pad %{{.*}} low[0, 0] high[%{{.*}}, 0]
+// CHECK: } : tensor<?x16xf32> to tensor<16x16xf32>
+// CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 8, 0]
+// CHECK: %[[KV:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 8, 0]
+// CHECK: linalg.transpose ins(%{{.*}} : tensor<48x16xf32>) outs(%{{.*}} : tensor<16x48xf32>)
+// CHECK: scf.for %[[J:.*]] = %c0 to %c3 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
+// CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
+// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %{{.*}} : index
+// CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %{{.*}}, %[[N0]] : index
+// CHECK: scf.if %[[EMPTY]]
+// CHECK-NEXT: scf.yield %[[MX]], %[[L]], %[[ACC]]
+// CHECK: scf.if %[[FULL]]
+// CHECK: %[[KB:.*]] = tensor.extract_slice %{{.*}}[0, %[[H]], 0, %[[N0]]] [1, 1, 16, 16] {{.*}} to tensor<16x16xf32>
+// CHECK: %[[VB:.*]] = tensor.extract_slice %[[KV]][0, %[[H]], %[[N0]], 0] [1, 1, 16, 16] {{.*}} to tensor<16x16xf32>
+// CHECK: flex.online_attention ins(%[[QT]], %[[KB]], %[[VB]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
+// CHECK-SAME: at(%c0, %[[H]], %[[M0]], %[[N0]]) bounds(%[[ROWS]], %c40)
+// CHECK-SAME: outs(%[[MX]], %[[L]], %[[ACC]] : tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
+// CHECK-SAME: scale(2.500000e-01) {transposed_key} -> tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>
+// CHECK: } else {
+// CHECK: flex.online_attention
+// CHECK-SAME: {transposed_key} mask_mod {
+// CHECK: arith.cmpi sge
+// Normalization; only the valid rows reach the output and the lse.
+// CHECK: arith.divf
+// CHECK: math.log
+// CHECK: tensor.extract_slice %{{.*}}[0, 0] [%[[ROWS]], 16] [1, 1] : tensor<16x16xf32> to tensor<?x16xf32>
+// CHECK: tensor.insert_slice %{{.*}} into %{{.*}}[0, 0, 0, 0] [1, 1, %[[ROWS]], 16]
+// CHECK: tensor.extract_slice %{{.*}}[0] [%[[ROWS]]] [1] : tensor<16xf32> to tensor<?xf32>
+// CHECK: scf.forall.in_parallel
+func.func @causal_rows(%q: tensor<1x2x40x16xf32>, %k: tensor<1x2x40x16xf32>, %v: tensor<1x2x40x16xf32>) -> (tensor<1x2x40x16xf32>, tensor<1x2x40xf32>) {
+  %o = tensor.empty() : tensor<1x2x40x16xf32>
+  %l = tensor.empty() : tensor<1x2x40xf32>
+  %r:2 = flex.attention ins(%q, %k, %v : tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>, tensor<1x2x40x16xf32>)
+      outs(%o : tensor<1x2x40x16xf32>) logsumexp(%l : tensor<1x2x40xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c = arith.cmpi sge, %m, %n : index
+        flex.yield %c : i1
+      } -> tensor<1x2x40x16xf32>, tensor<1x2x40xf32>
+  return %r#0, %r#1 : tensor<1x2x40x16xf32>, tensor<1x2x40xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 16, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+// GQA 4:1 with a captured bias and no mask: the kv head of a tile is
+// h / 4 (kv_group_size, set by tiling); no block classification; the
+// captures and score_mod travel to flex.online_attention.
+// CHECK-LABEL: func.func @gqa_score_mod
+// CHECK: scf.forall (%[[B:.*]], %[[H:.*]]) in (2, 8)
+// CHECK: %[[KH:.*]] = arith.divui %[[H]], %c4 : index
+// CHECK-NOT: scf.if
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], 0, %{{.*}}] [1, 1, 16, 16]
+// CHECK: flex.online_attention ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x24xf32>)
+// CHECK-SAME: captures(%{{.*}} : tensor<8xf32>) at(%[[B]], %[[H]], %c0, %{{.*}}) bounds(%c16, %c32)
+// CHECK-SAME: score_mod {
+// CHECK: tensor.extract
+// CHECK-NOT: mask_mod
+// CHECK: scf.forall.in_parallel
+func.func @gqa_score_mod(%q: tensor<2x8x16x16xf32>, %k: tensor<1x2x32x16xf32>, %v: tensor<1x2x32x24xf32>, %bias: tensor<8xf32>) -> tensor<2x8x16x24xf32> {
+  %o = tensor.empty() : tensor<2x8x16x24xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<2x8x16x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x24xf32>)
+      captures(%bias : tensor<8xf32>)
+      outs(%o : tensor<2x8x16x24xf32>) scale(0.25)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+        %x = tensor.extract %bias[%h] : tensor<8xf32>
+        %t = arith.addf %s, %x : f32
+        flex.yield %t : f32
+      } -> tensor<2x8x16x24xf32>
+  return %r : tensor<2x8x16x24xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 16, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+// Decode (one query row): keys stay rows ([Nt, E], no transpose).
+// CHECK-LABEL: func.func @decode_key_rows
+// CHECK-NOT: linalg.transpose
+// CHECK: flex.online_attention ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<1x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
+// CHECK-NOT: transposed_key
+// CHECK: scf.forall.in_parallel
+func.func @decode_key_rows(%q: tensor<1x2x1x16xf32>, %k: tensor<1x2x32x16xf32>, %v: tensor<1x2x32x16xf32>) -> tensor<1x2x1x16xf32> {
+  %o = tensor.empty() : tensor<1x2x1x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x1x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x16xf32>)
+      outs(%o : tensor<1x2x1x16xf32>) scale(0.25) -> tensor<1x2x1x16xf32>
+  return %r : tensor<1x2x1x16xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 1, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

@@ -1,0 +1,103 @@
+// RUN: flex-opt %s -split-input-file -flex-decompose-online-attention="vectorize=false" -canonicalize -cse | FileCheck %s
+// RUN: flex-opt %s -split-input-file -flex-decompose-online-attention -canonicalize -cse | FileCheck %s --check-prefix=VEC
+
+// The last stage of the tiled lowering: one flex.online_attention block as
+// S = Q.K^T, the scores tile on global indices, the online-softmax update
+// and acc = acc * corr + P.V.
+
+// Padding rows (rows is not the constant 8) are clamped to the last valid
+// row for the regions; keys past kv_len are masked (-inf) and clamped.
+// CHECK-LABEL: func.func @block
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<8x16xf32>, %[[KT:[^:]+]]: tensor<16x32xf32>, %[[V:[^:]+]]: tensor<32x12xf32>, %[[MX:[^:]+]]: tensor<8xf32>, %[[L:[^:]+]]: tensor<8xf32>, %[[ACC:[^:]+]]: tensor<8x12xf32>, %[[B:[^:]+]]: index, %[[H:[^:]+]]: index, %[[M0:[^:]+]]: index, %[[N0:[^:]+]]: index, %[[ROWS:[^:]+]]: index, %[[N:[^:]+]]: index)
+// S = Q . K^T over (m, e, n) with K transposed:
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} ins(%[[Q]], %[[KT]] : tensor<8x16xf32>, tensor<16x32xf32>) outs(%{{.*}} : tensor<8x32xf32>)
+// CHECK: %[[LASTROW:.*]] = arith.subi %[[ROWS]], %c1 : index
+// CHECK: %[[LASTKEY:.*]] = arith.subi %[[N]], %c1 : index
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: arith.mulf %{{.*}}, %cst
+// CHECK: %[[I:.*]] = linalg.index 0 : index
+// CHECK: %[[J:.*]] = linalg.index 1 : index
+// CHECK: %[[IC:.*]] = arith.minsi %[[I]], %[[LASTROW]] : index
+// CHECK: %[[GM:.*]] = arith.addi %[[M0]], %[[IC]] : index
+// CHECK: %[[GN:.*]] = arith.addi %[[N0]], %[[J]] : index
+// CHECK: %[[GNC:.*]] = arith.minsi %[[GN]], %[[LASTKEY]] : index
+// CHECK: %[[KEEP:.*]] = arith.cmpi sge, %[[GM]], %[[GNC]] : index
+// CHECK: arith.select %[[KEEP]]
+// CHECK: %[[VALID:.*]] = arith.cmpi slt, %[[GN]], %[[N]] : index
+// CHECK: arith.select %[[VALID]]
+// Block max, then new max / l * corr / corr in one elementwise op:
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}} outs(%{{.*}} : tensor<8xf32>)
+// CHECK: %[[ST:.*]]:3 = linalg.generic {{.*}}outs(%[[MX]], %[[L]], %{{.*}} : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+// P = exp(S - mn), then l += row sums:
+// CHECK: %[[P:.*]] = linalg.generic {{.*}}ins(%[[ST]]#0 : tensor<8xf32>) outs(%{{.*}} : tensor<8x32xf32>)
+// CHECK: %[[LN:.*]] = linalg.generic {{.*}}ins(%[[P]] : tensor<8x32xf32>) outs(%[[ST]]#1 : tensor<8xf32>)
+// acc * corr, then + P . V:
+// CHECK: %[[AS:.*]] = linalg.generic {{.*}}ins(%[[ST]]#2 : tensor<8xf32>) outs(%[[ACC]] : tensor<8x12xf32>)
+// CHECK: %[[AN:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} ins(%[[P]], %[[V]] : tensor<8x32xf32>, tensor<32x12xf32>) outs(%[[AS]] : tensor<8x12xf32>)
+// CHECK: return %[[ST]]#0, %[[LN]], %[[AN]]
+// VEC-LABEL: func.func @block
+// Q.K^T: 4 rows of S in registers over E = 16, one FMA with a row of K^T.
+// VEC: scf.for {{.*}} = %c0 to %c8 step %c4 iter_args(%{{.*}}) -> (tensor<8x32xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
+// VEC: vector.fma {{.*}} : vector<32xf32>
+// Softmax row by row: tree reductions of the row vector.
+// VEC: scf.for {{.*}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+// VEC: vector.extract_strided_slice {{.*}} : vector<32xf32> to vector<16xf32>
+// VEC: math.floor {{.*}} : vector<32xf32>
+// P.V: rows of acc scaled by corr, FMA with rows of V over the 32 keys.
+// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<12xf32>, vector<12xf32>, vector<12xf32>, vector<12xf32>)
+// VEC: vector.fma {{.*}} : vector<12xf32>
+// VEC-NOT: linalg.generic {{.*}}["parallel", "reduction", "parallel"]
+// VEC: return
+func.func @block(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<32x12xf32>,
+                 %mx: tensor<8xf32>, %l: tensor<8xf32>, %acc: tensor<8x12xf32>,
+                 %b: index, %h: index, %m0: index, %n0: index, %rows: index, %n: index)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>) {
+  %r:3 = flex.online_attention ins(%q, %kt, %v : tensor<8x16xf32>, tensor<16x32xf32>, tensor<32x12xf32>)
+      at(%b, %h, %m0, %n0) bounds(%rows, %n)
+      outs(%mx, %l, %acc : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>)
+      scale(0.25) {transposed_key}
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %m: index, %kv: index):
+        %c = arith.cmpi sge, %m, %kv : index
+        flex.yield %c : i1
+      } -> tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
+  return %r#0, %r#1, %r#2 : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
+}
+
+// -----
+
+// Full rows and keys (rows = 8, kv_len a multiple of 32): no clamping and
+// no padding mask; the score_mod reads a capture at the global head; keys
+// as rows ([Nt, E], no transposed_key): S from dot products of rows.
+// CHECK-LABEL: func.func @key_rows_score_mod
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[KMAP:.*]], #{{.*}}], iterator_types = ["parallel", "reduction", "parallel"]}
+// CHECK-NOT: arith.minsi
+// CHECK: tensor.extract %{{.*}}[%{{.*}}] : tensor<4xf32>
+// CHECK-NOT: arith.cmpi slt
+// CHECK: return
+// VEC-LABEL: func.func @key_rows_score_mod
+// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args(%{{.*}}) -> (tensor<2x32xf32>)
+// VEC: arith.mulf {{.*}} : vector<16xf32>
+// VEC: vector.extract_strided_slice {{.*}} : vector<16xf32> to vector<8xf32>
+// VEC: tensor.insert
+func.func @key_rows_score_mod(%q: tensor<2x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x8xf32>,
+                              %mx: tensor<2xf32>, %l: tensor<2xf32>, %acc: tensor<2x8xf32>,
+                              %bias: tensor<4xf32>, %h: index, %n0: index)
+    -> (tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c64 = arith.constant 64 : index
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<2x16xf32>, tensor<32x16xf32>, tensor<32x8xf32>)
+      captures(%bias : tensor<4xf32>)
+      at(%c0, %h, %c0, %n0) bounds(%c2, %c64)
+      outs(%mx, %l, %acc : tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>)
+      scale(0.25)
+      score_mod {
+      ^bb0(%s: f32, %bb: index, %hh: index, %m: index, %kv: index):
+        %x = tensor.extract %bias[%hh] : tensor<4xf32>
+        %t = arith.addf %s, %x : f32
+        flex.yield %t : f32
+      } -> tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>
+  return %r#0, %r#1, %r#2 : tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>
+}

@@ -38,12 +38,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h" // bf16-dot
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h" // bf16-dot
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -368,6 +370,7 @@ struct FlashOptions {
   int64_t tileM = 0, tileN = 0;
   bool blockSparsity = true, denseClassify = true, fastExp = true,
        vectorize = true;
+  bool bf16Dot = false; // [bf16-dot hook] FlashBf16Kernel.cpp
 };
 
 class FlashLowering {
@@ -568,8 +571,19 @@ LogicalResult FlashLowering::run(bool &lowered) {
   // vectorized; rows of S are one vector in the softmax, hence Nt <= 128.)
   bool vec = opts.vectorize && Nt <= kMaxFmaChunk;
   bool kRows = vec && Mt <= 2 && E <= 128;
+  // [bf16-dot hook] AVX512-BF16 kernels for bf16 inputs: Q.K^T with K^T
+  // packed in pairs of E, P.V with V packed in pairs of rows
+  // (FlashBf16Kernel.cpp); other shapes keep the f32 FMA kernels.
+  bool bf16In = elt.isBF16() && kTy.getElementType().isBF16() &&
+                vTy.getElementType().isBF16();
+  bool dotQK = opts.bf16Dot && vec && !kRows && bf16In && canUseBf16Dot(E, Nt);
+  bool dotPV = opts.bf16Dot && vec && bf16In && canUseBf16Dot(Nt, Ev);
+  if (dotPV)
+    vP = packValuePairs(b, loc, vP);
   if (kRows) {
     kT = kP;
+  } else if (dotQK) {
+    kT = packKeyPairs(b, loc, kP);
   } else {
     SmallVector<int64_t> ktShape = {kPShape[0], kPShape[1], E, kPShape[2]};
     SmallVector<Value> dyn;
@@ -718,7 +732,9 @@ LogicalResult FlashLowering::run(bool &lowered) {
   };
   // S[m, :] = sum_e Q[m, e] * KT[e, :].
   auto emitQKVec = [&](Value qT, Value kTl, Value sInit) -> Value {
-    return buildBroadcastFmaKernel(b, loc, {qT, kTl, sInit, Value(), Mt, E, Nt});
+    BroadcastFmaTiles t{qT, kTl, sInit, Value(), Mt, E, Nt};
+    return dotQK ? buildBf16DotKernel(b, loc, t) // [bf16-dot hook]
+                 : buildBroadcastFmaKernel(b, loc, t);
   };
   // Few query rows: S[m, n] = sum(Q[m, :] * K[n, :]) (tree sum), K as is.
   auto emitQKRows = [&](Value qT, Value kTl, Value sInit) -> Value {
@@ -794,7 +810,9 @@ LogicalResult FlashLowering::run(bool &lowered) {
   };
   // acc[m, :] = acc[m, :] * corr[m] + sum_n P[m, n] * V[n, :].
   auto emitPVVec = [&](Value pT, Value vTl, Value accT, Value corrT) -> Value {
-    return buildBroadcastFmaKernel(b, loc, {pT, vTl, accT, corrT, Mt, Nt, Ev});
+    BroadcastFmaTiles t{pT, vTl, accT, corrT, Mt, Nt, Ev};
+    return dotPV ? buildBf16DotKernel(b, loc, t) // [bf16-dot hook]
+                 : buildBroadcastFmaKernel(b, loc, t);
   };
 
   // Block classification region args: (b, h, q_idx, kv_idx) ranges.
@@ -902,7 +920,8 @@ LogicalResult FlashLowering::run(bool &lowered) {
     // The block's computation, at the current insertion point.
     auto computeBlock = [&]() -> SmallVector<Value> {
       Value kTile =
-          kRows ? tensor::ExtractSliceOp::create(
+          dotQK ? sliceKeyPairs(b, loc, kT, kb, kh, n0, E, Nt) // bf16-dot
+          : kRows ? tensor::ExtractSliceOp::create(
                       b, loc, RankedTensorType::get({Nt, E}, elt), kT,
                       {o(kb), o(kh), o(n0), a(0)}, {a(1), a(1), a(Nt), a(E)},
                       unit4)
@@ -910,9 +929,12 @@ LogicalResult FlashLowering::run(bool &lowered) {
                       b, loc, RankedTensorType::get({E, Nt}, elt), kT,
                       {o(kb), o(kh), a(0), o(n0)}, {a(1), a(1), a(E), a(Nt)},
                       unit4);
-      Value vTile = tensor::ExtractSliceOp::create(
-          b, loc, RankedTensorType::get({Nt, Ev}, elt), vP,
-          {o(kb), o(kh), o(n0), a(0)}, {a(1), a(1), a(Nt), a(Ev)}, unit4);
+      Value vTile =
+          dotPV ? sliceValuePairs(b, loc, vP, kb, kh, n0, Nt, Ev) // bf16-dot
+                : tensor::ExtractSliceOp::create(
+                      b, loc, RankedTensorType::get({Nt, Ev}, elt), vP,
+                      {o(kb), o(kh), o(n0), a(0)}, {a(1), a(1), a(Nt), a(Ev)},
+                      unit4);
       // S[m, n] = sum_e Q[m, e] * KT[e, n]; loops (m, e, n).
       Value s;
       if (kRows) {
@@ -1206,7 +1228,7 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
       return signalPassFailure();
     }
     FlashOptions opts{tileM, tileN, blockSparsity, denseClassify, fastExp,
-                      vectorize};
+                      vectorize, bf16Dot};
     SmallVector<AttentionOp> ops;
     SmallVector<Operation *> tanhOps;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });

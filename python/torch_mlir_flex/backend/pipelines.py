@@ -4,7 +4,7 @@ Each takes a module of linalg-on-tensors + `flex.attention` ops on tensors to
 the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
 """
 
-from .cpu_features import bf16_dot_default
+from .cpu_features import bf16_dot_default, host_has_avx512_bf16
 
 # Calling convention (docs/runtime.md, calling.py): the entry function's
 # results are out-params filled by bufferization.materialize_in_destination;
@@ -97,6 +97,9 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
                    num_threads: int = 0, bf16_dot=None) -> str:
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
+    elif bf16_dot and not host_has_avx512_bf16():
+        # The JIT compiles for this CPU: the instructions would be illegal.
+        raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
     bf16_dot = bool(bf16_dot) and vectorize
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"

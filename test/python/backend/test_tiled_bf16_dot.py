@@ -90,6 +90,26 @@ def test_gqa_value_dim(bf16_dot):
     _check(text, args, bf16_dot, gqa=True)
 
 
+@pytest.mark.parametrize("bf16_dot", BF16_DOT)
+def test_dynamic_seq_kv_batch_broadcast(bf16_dot):
+    """Dynamic M, N (packed K^T / V of run-time size) and one kv batch for
+    two query batches."""
+    B, H, E = 2, 2, 64
+    text = fi.attention_ir(B=B, Hq=H, Bkv=1, M=0, N=0, E=E, dtype="bf16", mask_mod=fi.CAUSAL,
+                           lse=True, dynamic_mn=True)
+    fn = _compile(text, bf16_dot)
+    for M, N in [(1, 1), (77, 130)]:
+        g = torch.Generator().manual_seed(M)
+        q = torch.randn(B, H, M, E, generator=g).bfloat16()
+        k, v = (torch.randn(1, H, N, E, generator=g).bfloat16() for _ in range(2))
+        out, lse = fn(q, k, v)
+        bm = create_block_mask(_causal, None, None, M, N, device="cpu")
+        r_out, aux = flex_attention(q, k.expand(B, -1, -1, -1), v.expand(B, -1, -1, -1),
+                                    block_mask=bm, return_aux=AuxRequest(lse=True))
+        torch.testing.assert_close(out.float(), r_out.float(), rtol=TOL, atol=TOL)
+        torch.testing.assert_close(lse * LN2, aux.lse.float(), rtol=TOL, atol=TOL)
+
+
 @needs_bf16_cpu
 def test_unpairable_value_dim_keeps_fma_for_pv():
     """Ev = 30 is no multiple of 4 lanes: P.V keeps the f32 kernel, Q.K^T

@@ -316,21 +316,31 @@ func.func @head_dim_80(%q: tensor<1x1x64x80xf32>, %k: tensor<1x1x64x80xf32>, %v:
 
 // -----
 
-// bf16-dot: V packed in pairs of key rows and K^T in pairs of E (one
-// linalg.generic per kv head, collapsed to [.., pairs, 2 x row]); Q.K^T
+// bf16-dot: V packed in pairs of key rows (rows 2i, 2i+1 interleaved)
+// and K^T in pairs of E (per pair column, the pairs of 16 key rows
+// gathered as i32 words), each per kv head in an scf.forall; Q.K^T
 // broadcasts a (q[m, 2e], q[m, 2e+1]) pair as one i32 and issues one
 // vdpbf16ps per 16 lanes of a row of S (4 rows x 4 pieces for Nt = 64);
 // P is rounded to bf16 row by row before P.V (Ev = 32: 2 pieces, 4 rows).
 // Without the option: the f32 broadcast-FMA kernels.
-// BF16-DAG: #[[$VMAP:.+]] = affine_map<(d0, d1, d2) -> (d0 * 2 + d2, d1)>
-// BF16-DAG: #[[$KMAP:.+]] = affine_map<(d0, d1, d2) -> (d1, d0 * 2 + d2)>
 // BF16-LABEL: func.func @bf16_dot
-// BF16: scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x64x32x2xbf16>)
-// BF16: linalg.generic {indexing_maps = [#[[$VMAP]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.*}} : tensor<128x32xbf16>) outs(%{{.*}} : tensor<64x32x2xbf16>)
-// BF16: %[[VP:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1], [2], [3, 4]] : tensor<1x2x64x32x2xbf16> into tensor<1x2x64x64xbf16>
-// BF16: scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x32x128x2xbf16>)
-// BF16: linalg.generic {indexing_maps = [#[[$KMAP]], #{{.*}}], iterator_types = ["parallel", "parallel", "parallel"]} ins(%{{.*}} : tensor<128x64xbf16>) outs(%{{.*}} : tensor<32x128x2xbf16>)
-// BF16: %[[KP:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0], [1], [2], [3, 4]] : tensor<1x2x32x128x2xbf16> into tensor<1x2x32x256xbf16>
+// BF16: %[[VP:.*]] = scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x64x64xbf16>)
+// BF16: scf.for %[[I:.*]] = %c0 to %c64 step %c1 iter_args(%{{.*}}) -> (tensor<64x64xbf16>)
+// BF16: %[[R0I:.*]] = arith.muli %[[I]], %c2
+// BF16: %[[R0:.*]] = vector.transfer_read %{{.*}}[%[[R0I]], %c0]{{.*}} : tensor<128x32xbf16>, vector<32xbf16>
+// BF16: %[[R1I:.*]] = arith.addi %[[R0I]], %c1
+// BF16: %[[R1:.*]] = vector.transfer_read %{{.*}}[%[[R1I]], %c0]{{.*}} : tensor<128x32xbf16>, vector<32xbf16>
+// BF16: %[[IL:.*]] = vector.interleave %[[R0]], %[[R1]] : vector<32xbf16> -> vector<64xbf16>
+// BF16: vector.transfer_write %[[IL]], %{{.*}}[%[[I]], %c0]{{.*}} : vector<64xbf16>, tensor<64x64xbf16>
+// BF16: %[[KP:.*]] = scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x32x256xbf16>)
+// BF16: scf.for %[[NB:.*]] = %c0 to %c128 step %c16
+// BF16: %[[COL:.*]] = arith.muli %[[NB]], %c2
+// BF16: scf.for %[[P:.*]] = %c0 to %c32 step %c1
+// BF16: %[[PE:.*]] = arith.muli %[[P]], %c2
+// BF16: vector.transfer_read %{{.*}}[%[[NB]], %[[PE]]]{{.*}} : tensor<128x64xbf16>, vector<2xbf16>
+// BF16: %[[WS:.*]] = vector.from_elements {{.*}} : vector<16xi32>
+// BF16: %[[WB:.*]] = vector.bitcast %[[WS]] : vector<16xi32> to vector<32xbf16>
+// BF16: vector.transfer_write %[[WB]], %{{.*}}[%[[P]], %[[COL]]]{{.*}} : vector<32xbf16>, tensor<32x256xbf16>
 // BF16: scf.forall (%[[H:.*]], %{{.*}}) in (2, 2)
 // BF16: scf.for %[[J:.*]] = %c0 to %c2 step %c1
 // BF16: %[[N0:.*]] = arith.muli %[[J]], %c64
@@ -376,7 +386,7 @@ func.func @bf16_dot(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>, %v
 // V row of 30 lanes (P.V: FMA kernel on V as is).
 // BF16-LABEL: func.func @bf16_dot_unpairable
 // BF16-NOT: x86vector
-// BF16-NOT: tensor.collapse_shape
+// BF16-NOT: vector.interleave
 // BF16: linalg.transpose
 // BF16: vector.fma
 // BF16-NOT: x86vector
@@ -401,4 +411,21 @@ func.func @f32_with_bf16_dot(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x64x64xf32
   %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x64xf32>, tensor<1x1x64x64xf32>, tensor<1x1x64x64xf32>)
       outs(%o : tensor<1x1x64x64xf32>) scale(0.125) -> tensor<1x1x64x64xf32>
   return %r : tensor<1x1x64x64xf32>
+}
+
+// -----
+
+// bf16-dot leaves few query rows (decode, Mt = 1) on the f32 kernels: no
+// packing for them.
+// BF16-LABEL: func.func @bf16_decode
+// BF16-NOT: vector.interleave
+// BF16-NOT: x86vector
+// BF16: vector.fma
+// BF16-NOT: x86vector
+// BF16: return
+func.func @bf16_decode(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>) -> tensor<1x2x1x64xbf16> {
+  %o = tensor.empty() : tensor<1x2x1x64xbf16>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x1x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>)
+      outs(%o : tensor<1x2x1x64xbf16>) scale(0.125) -> tensor<1x2x1x64xbf16>
+  return %r : tensor<1x2x1x64xbf16>
 }

@@ -11,9 +11,9 @@
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
@@ -70,78 +70,78 @@ Value readVec(OpBuilder &b, Location loc, Value t, ValueRange idx,
                                         ArrayRef<bool>{true});
 }
 
-/// [B, H, X, Y] -> [B, H, P/2, 2Q] with pairs taken along X (`alongRows`:
-/// P = X, Q = Y) or Y (P = Y, Q = X): out[.., p, 2q + j] is src[.., 2p + j,
-/// q] or src[.., q, 2p + j]. Built as [B, H, P/2, Q, 2] by one
-/// linalg.generic per (b, h) in an scf.forall, then collapsed.
-Value packPairs(OpBuilder &b, Location loc, Value src, bool alongRows) {
+/// A fresh [B, H, P, Q] tensor (`shape`, `sizes`) filled per (b, h) of
+/// `src` [B, H, X, Y] in an scf.forall by `body(src[b, h], out[b, h])`,
+/// which returns the filled 2-D slice.
+Value perHead(OpBuilder &b, Location loc, Value src, ArrayRef<int64_t> shape,
+              ArrayRef<OpFoldResult> sizes,
+              function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
   auto ty = cast<RankedTensorType>(src.getType());
-  MLIRContext *ctx = b.getContext();
-  int64_t pd = alongRows ? 2 : 3, qd = alongRows ? 3 : 2;
-  auto half = [](int64_t s) {
-    return ShapedType::isDynamic(s) ? s : s / 2;
-  };
-  SmallVector<int64_t> shape = {ty.getDimSize(0), ty.getDimSize(1),
-                                half(ty.getDimSize(pd)), ty.getDimSize(qd), 2};
-  SmallVector<OpFoldResult> sizes = {dimOf(b, loc, src, 0), dimOf(b, loc, src, 1)};
-  OpFoldResult p = dimOf(b, loc, src, pd);
-  if (auto v = dyn_cast<Value>(p))
-    sizes.push_back(arith::DivUIOp::create(b, loc, v, cIndex(b, loc, 2)).getResult());
-  else
-    sizes.push_back(b.getIndexAttr(shape[2]));
-  sizes.push_back(dimOf(b, loc, src, qd));
-  sizes.push_back(b.getIndexAttr(2));
+  Type et = ty.getElementType();
   SmallVector<Value> dyn;
   for (auto [s, ofr] : llvm::zip_equal(shape, sizes))
     if (ShapedType::isDynamic(s))
       dyn.push_back(cast<Value>(ofr));
-  Value init = tensor::EmptyOp::create(b, loc, shape, ty.getElementType(), dyn);
-
-  auto forall = scf::ForallOp::create(b, loc, ArrayRef(sizes).take_front(2),
+  Value init = tensor::EmptyOp::create(b, loc, shape, et, dyn);
+  auto forall = scf::ForallOp::create(b, loc, sizes.take_front(2),
                                       ValueRange{init}, std::nullopt);
-  {
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPoint(forall.getTerminator());
-    Value bi = forall.getInductionVars()[0], hi = forall.getInductionVars()[1];
-    OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
-    Value out = forall.getRegionIterArgs()[0];
-    Value s2 = tensor::ExtractSliceOp::create(
-        b, loc,
-        RankedTensorType::get(ty.getShape().drop_front(2), ty.getElementType()),
-        src, {bi, hi, zero, zero},
-        {one, one, dimOf(b, loc, src, 2), dimOf(b, loc, src, 3)},
-        SmallVector<OpFoldResult>(4, one));
-    SmallVector<OpFoldResult> dOffs = {bi, hi, zero, zero, zero};
-    SmallVector<OpFoldResult> dSizes = {one, one, sizes[2], sizes[3], sizes[4]};
-    SmallVector<OpFoldResult> dStrides(5, one);
-    Value d3 = tensor::ExtractSliceOp::create(
-        b, loc,
-        RankedTensorType::get(ArrayRef(shape).drop_front(2), ty.getElementType()),
-        out, dOffs, dSizes, dStrides);
-    AffineExpr e0 = getAffineDimExpr(0, ctx), e1 = getAffineDimExpr(1, ctx),
-               e2 = getAffineDimExpr(2, ctx);
-    AffineExpr pair = e0 * 2 + e2;
-    AffineMap in = AffineMap::get(3, 0,
-                                  alongRows ? ArrayRef<AffineExpr>{pair, e1}
-                                            : ArrayRef<AffineExpr>{e1, pair},
-                                  ctx);
-    auto par = utils::IteratorType::parallel;
-    Value packed =
-        linalg::GenericOp::create(
-            b, loc, TypeRange{d3.getType()}, ValueRange{s2}, ValueRange{d3},
-            ArrayRef<AffineMap>{in, AffineMap::getMultiDimIdentityMap(3, ctx)},
-            ArrayRef<utils::IteratorType>{par, par, par},
-            [](OpBuilder &nb, Location l, ValueRange args) {
-              linalg::YieldOp::create(nb, l, args[0]);
-            })
-            .getResult(0);
-    b.setInsertionPointToEnd(forall.getTerminator().getBody());
-    tensor::ParallelInsertSliceOp::create(b, loc, packed, out, dOffs, dSizes,
-                                          dStrides);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(forall.getTerminator());
+  Value bi = forall.getInductionVars()[0], hi = forall.getInductionVars()[1];
+  OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
+  SmallVector<OpFoldResult> units(4, one);
+  Value src2 = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(ty.getShape().drop_front(2), et), src,
+      {bi, hi, zero, zero},
+      {one, one, dimOf(b, loc, src, 2), dimOf(b, loc, src, 3)}, units);
+  Value out = forall.getRegionIterArgs()[0];
+  SmallVector<OpFoldResult> offs = {bi, hi, zero, zero};
+  SmallVector<OpFoldResult> outSizes = {one, one, sizes[2], sizes[3]};
+  Value dst2 = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape.drop_front(2), et), out, offs,
+      outSizes, units);
+  Value filled = body(b, loc, src2, dst2);
+  b.setInsertionPointToEnd(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(b, loc, filled, out, offs, outSizes,
+                                        units);
+  return forall.getResult(0);
+}
+
+/// Shape and sizes [B, H, rows, cols] of a packed tensor for `src`
+/// [B, H, X, Y], static where known.
+std::pair<SmallVector<int64_t>, SmallVector<OpFoldResult>>
+packedShape(OpBuilder &b, Location loc, Value src, OpFoldResult rows,
+            OpFoldResult cols) {
+  SmallVector<OpFoldResult> sizes = {dimOf(b, loc, src, 0),
+                                     dimOf(b, loc, src, 1), rows, cols};
+  SmallVector<int64_t> shape;
+  for (OpFoldResult s : sizes) {
+    std::optional<int64_t> c = getConstantIntValue(s);
+    shape.push_back(c ? *c : ShapedType::kDynamic);
   }
-  return tensor::CollapseShapeOp::create(
-      b, loc, forall.getResult(0),
-      ArrayRef<ReassociationIndices>{{0}, {1}, {2}, {3, 4}});
+  return {shape, sizes};
+}
+
+/// `x` (an index) * num / den, folded when constant.
+OpFoldResult scaled(OpBuilder &b, Location loc, OpFoldResult x, int64_t num,
+                    int64_t den) {
+  if (std::optional<int64_t> c = getConstantIntValue(x))
+    return b.getIndexAttr(*c * num / den);
+  Value v = cast<Value>(x);
+  if (num != 1)
+    v = arith::MulIOp::create(b, loc, v, cIndex(b, loc, num));
+  if (den != 1)
+    v = arith::DivUIOp::create(b, loc, v, cIndex(b, loc, den));
+  return v;
+}
+
+/// The pair (src[n, 2 e2], src[n, 2 e2 + 1]) as one i32.
+Value pairWord(OpBuilder &b, Location loc, Value src, Value n, Value e) {
+  Value pair = readVec(b, loc, src, ValueRange{n, e},
+                       VectorType::get({2}, b.getBF16Type()));
+  Value w = vector::BitCastOp::create(
+      b, loc, VectorType::get({1}, b.getI32Type()), pair);
+  return vector::ExtractOp::create(b, loc, w, 0);
 }
 
 Value slicePairs(OpBuilder &b, Location loc, Value packed, Value bi, Value hi,
@@ -276,12 +276,76 @@ bool canUseBf16Dot(int64_t reduction, int64_t width) {
   return reduction > 0 && reduction % 2 == 0 && width > 0 && width % 4 == 0;
 }
 
-Value packKeyPairs(OpBuilder &b, Location loc, Value k) {
-  return packPairs(b, loc, k, /*alongRows=*/false);
+Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
+  // Blocks of L key rows (L | Nt, so L | Np): per pair column, the L pairs
+  // gathered as words into one vector store of 2L bf16.
+  int64_t L = 1;
+  while (L < kDotLanes && Nt % (2 * L) == 0)
+    L *= 2;
+  int64_t E = cast<RankedTensorType>(k.getType()).getDimSize(3);
+  auto [shape, sizes] = packedShape(b, loc, k, b.getIndexAttr(E / 2),
+                                    scaled(b, loc, dimOf(b, loc, k, 2), 2, 1));
+  Type bf16 = b.getBF16Type();
+  return perHead(
+      b, loc, k, shape, sizes,
+      [&](OpBuilder &nb, Location l, Value src, Value dst) -> Value {
+        Value c0 = cIndex(nb, l, 0), c1 = cIndex(nb, l, 1);
+        Value np = tensor::DimOp::create(nb, l, src, 0);
+        auto rows = scf::ForOp::create(
+            nb, l, c0, np, cIndex(nb, l, L), ValueRange{dst},
+            [&](OpBuilder &rb, Location l2, Value n, ValueRange it) {
+              Value col = arith::MulIOp::create(rb, l2, n, cIndex(rb, l2, 2));
+              auto cols = scf::ForOp::create(
+                  rb, l2, c0, cIndex(rb, l2, E / 2), c1, it,
+                  [&](OpBuilder &cb, Location l3, Value e2, ValueRange it2) {
+                    Value e = arith::MulIOp::create(cb, l3, e2, cIndex(cb, l3, 2));
+                    SmallVector<Value> words;
+                    for (int64_t i = 0; i < L; ++i)
+                      words.push_back(pairWord(cb, l3, src, plus(cb, l3, n, i), e));
+                    Value v = vector::FromElementsOp::create(
+                        cb, l3, VectorType::get({L}, cb.getI32Type()), words);
+                    v = vector::BitCastOp::create(
+                        cb, l3, VectorType::get({2 * L}, bf16), v);
+                    Value w = vector::TransferWriteOp::create(
+                                  cb, l3, v, it2[0], ValueRange{e2, col},
+                                  ArrayRef<bool>{true})
+                                  .getResult();
+                    scf::YieldOp::create(cb, l3, w);
+                  });
+              scf::YieldOp::create(rb, l2, cols.getResult(0));
+            });
+        return rows.getResult(0);
+      });
 }
 
 Value packValuePairs(OpBuilder &b, Location loc, Value v) {
-  return packPairs(b, loc, v, /*alongRows=*/true);
+  // Row pair (2 n2, 2 n2 + 1) interleaved into one packed row.
+  int64_t Ev = cast<RankedTensorType>(v.getType()).getDimSize(3);
+  auto [shape, sizes] =
+      packedShape(b, loc, v, scaled(b, loc, dimOf(b, loc, v, 2), 1, 2),
+                  b.getIndexAttr(2 * Ev));
+  auto rowT = VectorType::get({Ev}, b.getBF16Type());
+  return perHead(
+      b, loc, v, shape, sizes,
+      [&](OpBuilder &nb, Location l, Value src, Value dst) -> Value {
+        Value c0 = cIndex(nb, l, 0);
+        Value half = tensor::DimOp::create(nb, l, dst, 0);
+        auto rows = scf::ForOp::create(
+            nb, l, c0, half, cIndex(nb, l, 1), ValueRange{dst},
+            [&](OpBuilder &rb, Location l2, Value n2, ValueRange it) {
+              Value n = arith::MulIOp::create(rb, l2, n2, cIndex(rb, l2, 2));
+              Value r0 = readVec(rb, l2, src, ValueRange{n, c0}, rowT);
+              Value r1 =
+                  readVec(rb, l2, src, ValueRange{plus(rb, l2, n, 1), c0}, rowT);
+              Value w = vector::InterleaveOp::create(rb, l2, r0, r1);
+              Value d = vector::TransferWriteOp::create(rb, l2, w, it[0],
+                                                        ValueRange{n2, c0},
+                                                        ArrayRef<bool>{true})
+                            .getResult();
+              scf::YieldOp::create(rb, l2, d);
+            });
+        return rows.getResult(0);
+      });
 }
 
 Value sliceKeyPairs(OpBuilder &b, Location loc, Value packed, Value bi,

@@ -573,17 +573,19 @@ LogicalResult FlashLowering::run(bool &lowered) {
   bool kRows = vec && Mt <= 2 && E <= 128;
   // [bf16-dot hook] AVX512-BF16 kernels for bf16 inputs: Q.K^T with K^T
   // packed in pairs of E, P.V with V packed in pairs of rows
-  // (FlashBf16Kernel.cpp); other shapes keep the f32 FMA kernels.
+  // (FlashBf16Kernel.cpp); other shapes, and few query rows (where packing
+  // would cost as much as the attention), keep the f32 FMA kernels.
   bool bf16In = elt.isBF16() && kTy.getElementType().isBF16() &&
                 vTy.getElementType().isBF16();
-  bool dotQK = opts.bf16Dot && vec && !kRows && bf16In && canUseBf16Dot(E, Nt);
-  bool dotPV = opts.bf16Dot && vec && bf16In && canUseBf16Dot(Nt, Ev);
+  bool bf16Dot = opts.bf16Dot && vec && !kRows && bf16In;
+  bool dotQK = bf16Dot && canUseBf16Dot(E, Nt);
+  bool dotPV = bf16Dot && canUseBf16Dot(Nt, Ev);
   if (dotPV)
     vP = packValuePairs(b, loc, vP);
   if (kRows) {
     kT = kP;
   } else if (dotQK) {
-    kT = packKeyPairs(b, loc, kP);
+    kT = packKeyPairs(b, loc, kP, Nt);
   } else {
     SmallVector<int64_t> ktShape = {kPShape[0], kPShape[1], E, kPShape[2]};
     SmallVector<Value> dyn;

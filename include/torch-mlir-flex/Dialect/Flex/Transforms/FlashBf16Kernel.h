@@ -18,13 +18,15 @@ namespace mlir::flex {
 /// 16, 8 or 4 lanes (a multiple of 4).
 bool canUseBf16Dot(int64_t reduction, int64_t width);
 
-/// K [B, H, N, E] (bf16, E even) -> K^T in pairs of E, [B, H, E/2, 2N]:
+/// K [B, H, N, E] (bf16, E even, N a multiple of the N-tile Nt) -> K^T in
+/// pairs of E, [B, H, E/2, 2N]:
 ///   out[b, h, e2, 2n + j] = K[b, h, n, 2 e2 + j]
 /// (one scf.forall iteration per (b, h), like the plain K^T pre-pass).
-Value packKeyPairs(OpBuilder &b, Location loc, Value k);
+Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt);
 
 /// V [B, H, N, Ev] (bf16, N even) -> V in pairs of N, [B, H, N/2, 2 Ev]:
 ///   out[b, h, n2, 2 ev + j] = V[b, h, 2 n2 + j, ev]
+/// (rows interleaved by vector.interleave, per (b, h) in an scf.forall).
 Value packValuePairs(OpBuilder &b, Location loc, Value v);
 
 /// The K^T tile of key rows [n0, n0 + Nt) at (bi, hi) of packKeyPairs'

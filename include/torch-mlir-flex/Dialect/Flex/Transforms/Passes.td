@@ -61,8 +61,9 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     packed as bf16 pairs of E ([Bkv, Hkv, E/2, 2 Np]), V as pairs of
     key rows ([Bkv, Hkv, Np/2, 2 Ev]), P is rounded to bf16 before P·V (as
     torch.compile's flex kernel does); accumulation stays f32. Shapes it
-    cannot pair (odd E or Nt, or a row width not a multiple of 4) and the
-    few-query-row Q·Kᵀ kernel keep the f32 broadcast-FMA kernels.
+    cannot pair (odd E or Nt, or a row width not a multiple of 4) and few
+    query rows (Mt <= 2, where packing would cost as much as the attention)
+    keep the f32 kernels.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"0",

@@ -111,6 +111,17 @@ def test_dynamic_seq_kv_batch_broadcast(bf16_dot):
 
 
 @needs_bf16_cpu
+@pytest.mark.parametrize("D", [76, 192, 256])
+def test_row_pieces_and_chunks(D):
+    """Rows of 76 lanes (16-, 8- and 4-lane vdpbf16ps), and head dims split
+    into two column chunks (96 + 96, 128 + 128)."""
+    M, N = 70, 100
+    args = _inputs(1, 2, 2, M, N, D, D, seed=D)
+    text = fi.attention_ir(B=1, Hq=2, M=M, N=N, E=D, dtype="bf16", mask_mod=fi.CAUSAL, lse=True)
+    _check(text, args, True)
+
+
+@needs_bf16_cpu
 def test_unpairable_value_dim_keeps_fma_for_pv():
     """Ev = 30 is no multiple of 4 lanes: P.V keeps the f32 kernel, Q.K^T
     (E = 34, even) still uses vdpbf16ps."""

@@ -70,6 +70,13 @@ Value readVec(OpBuilder &b, Location loc, Value t, ValueRange idx,
                                         ArrayRef<bool>{true});
 }
 
+/// `t` with the 1-D vector `v` written at `idx` (in bounds).
+Value writeVec(OpBuilder &b, Location loc, Value v, Value t, ValueRange idx) {
+  return vector::TransferWriteOp::create(b, loc, v, t, idx,
+                                         ArrayRef<bool>{true})
+      .getResult();
+}
+
 /// A fresh [B, H, P, Q] tensor (`shape`, `sizes`) filled per (b, h) of
 /// `src` [B, H, X, Y] in an scf.forall by `body(src[b, h], out[b, h])`,
 /// which returns the filled 2-D slice.
@@ -170,11 +177,7 @@ Value lhsAsBf16(OpBuilder &b, Location loc, const BroadcastFmaTiles &t) {
         Value row = readF32Row(nb, l, t.lhs, m, c0, t.reduction);
         Value h = arith::TruncFOp::create(
             nb, l, VectorType::get({t.reduction}, bf16), row);
-        Value w = vector::TransferWriteOp::create(nb, l, h, it[0],
-                                                  ValueRange{m, c0},
-                                                  ArrayRef<bool>{true})
-                      .getResult();
-        scf::YieldOp::create(nb, l, w);
+        scf::YieldOp::create(nb, l, writeVec(nb, l, h, it[0], {m, c0}));
       });
   return loop.getResult(0);
 }
@@ -259,12 +262,9 @@ Value buildDotChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
         Value d = iter[0];
         for (int64_t r = 0; r < R; ++r)
           for (int64_t p = 0; p < P; ++p)
-            d = vector::TransferWriteOp::create(
-                    nb, l, kLoop.getResult(r * P + p), d,
-                    ValueRange{plus(nb, l, mb, r),
-                               cIndex(nb, l, col + pieces[p].first)},
-                    ArrayRef<bool>{true})
-                    .getResult();
+            d = writeVec(nb, l, kLoop.getResult(r * P + p), d,
+                         {plus(nb, l, mb, r),
+                          cIndex(nb, l, col + pieces[p].first)});
         scf::YieldOp::create(nb, l, d);
       });
   return mLoop.getResult(0);
@@ -306,11 +306,8 @@ Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
                         cb, l3, VectorType::get({L}, cb.getI32Type()), words);
                     v = vector::BitCastOp::create(
                         cb, l3, VectorType::get({2 * L}, bf16), v);
-                    Value w = vector::TransferWriteOp::create(
-                                  cb, l3, v, it2[0], ValueRange{e2, col},
-                                  ArrayRef<bool>{true})
-                                  .getResult();
-                    scf::YieldOp::create(cb, l3, w);
+                    scf::YieldOp::create(cb, l3,
+                                         writeVec(cb, l3, v, it2[0], {e2, col}));
                   });
               scf::YieldOp::create(rb, l2, cols.getResult(0));
             });
@@ -338,11 +335,7 @@ Value packValuePairs(OpBuilder &b, Location loc, Value v) {
               Value r1 =
                   readVec(rb, l2, src, ValueRange{plus(rb, l2, n, 1), c0}, rowT);
               Value w = vector::InterleaveOp::create(rb, l2, r0, r1);
-              Value d = vector::TransferWriteOp::create(rb, l2, w, it[0],
-                                                        ValueRange{n2, c0},
-                                                        ArrayRef<bool>{true})
-                            .getResult();
-              scf::YieldOp::create(rb, l2, d);
+              scf::YieldOp::create(rb, l2, writeVec(rb, l2, w, it[0], {n2, c0}));
             });
         return rows.getResult(0);
       });

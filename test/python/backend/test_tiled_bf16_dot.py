@@ -21,7 +21,7 @@ from torch.nn.attention.flex_attention import AuxRequest, create_block_mask, fle
 import torch_mlir_flex  # noqa: F401  (load order)
 from torch_mlir_flex.backend import cpu_features
 from torch_mlir_flex.backend.jit import JitFunction
-from torch_mlir_flex.backend.pipelines import tiled_pipeline
+from torch_mlir_flex.backend.pipelines import find_openmp_runtime, tiled_pipeline
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
 from benchmarks import flex_ir as fi  # noqa: E402
@@ -51,8 +51,9 @@ def _inputs(B, Hq, Hkv, M, N, E, Ev, seed):
             torch.randn(B, Hkv, N, Ev, generator=g).bfloat16())
 
 
-def _compile(text, bf16_dot):
-    fn = JitFunction(text, "f", pipeline=tiled_pipeline(bf16_dot=bf16_dot))
+def _compile(text, bf16_dot, openmp=False):
+    pipeline = tiled_pipeline(bf16_dot=bf16_dot, openmp=openmp)
+    fn = JitFunction(text, "f", pipeline=pipeline)
     # The path taken: vdpbf16ps calls in the lowered module or none.
     assert (DOT_INTRINSIC in str(fn.lowered)) == bf16_dot
     return fn
@@ -93,11 +94,12 @@ def test_gqa_value_dim(bf16_dot):
 @pytest.mark.parametrize("bf16_dot", BF16_DOT)
 def test_dynamic_seq_kv_batch_broadcast(bf16_dot):
     """Dynamic M, N (packed K^T / V of run-time size) and one kv batch for
-    two query batches."""
+    two query batches; the (B, H, M-tile) loop and the packing loops on
+    OpenMP threads when a runtime is installed."""
     B, H, E = 2, 2, 64
     text = fi.attention_ir(B=B, Hq=H, Bkv=1, M=0, N=0, E=E, dtype="bf16", mask_mod=fi.CAUSAL,
                            lse=True, dynamic_mn=True)
-    fn = _compile(text, bf16_dot)
+    fn = _compile(text, bf16_dot, openmp=find_openmp_runtime() is not None)
     for M, N in [(1, 1), (77, 130)]:
         g = torch.Generator().manual_seed(M)
         q = torch.randn(B, H, M, E, generator=g).bfloat16()

@@ -4,8 +4,10 @@
 products for bf16 inputs) for the default tiled pipelines: on when the host
 has avx512_bf16 (Linux: the `flags` line of /proc/cpuinfo; elsewhere the
 feature is not detected and the generic path is used), off when
-TORCH_MLIR_FLEX_BF16_DOT=0. The JIT compiles for the host CPU, so the
-instructions it selects are the host's.
+TORCH_MLIR_FLEX_BF16_DOT=0 (the named pipelines are built when
+torch_mlir_flex is imported; `tiled_pipeline()` reads it on each call).
+The JIT compiles for the host CPU, so the instructions it selects are the
+host's.
 """
 
 import functools

@@ -112,6 +112,15 @@ def test_dynamic_seq_kv_batch_broadcast(bf16_dot):
         torch.testing.assert_close(lse * LN2, aux.lse.float(), rtol=TOL, atol=TOL)
 
 
+@pytest.mark.parametrize("bf16_dot", BF16_DOT)
+def test_few_query_rows_long_key_tiles(bf16_dot):
+    """M = 16: 16 x 128 tiles (8 vdpbf16ps per row of S), N padded to 384."""
+    M, N, D = 16, 300, 64
+    args = _inputs(1, 2, 2, M, N, D, D, seed=5)
+    text = fi.attention_ir(B=1, Hq=2, M=M, N=N, E=D, dtype="bf16", mask_mod=fi.CAUSAL, lse=True)
+    _check(text, args, bf16_dot)
+
+
 @needs_bf16_cpu
 @pytest.mark.parametrize("D", [76, 192, 256])
 def test_row_pieces_and_chunks(D):

@@ -4,6 +4,8 @@ Each takes a module of linalg-on-tensors + `flex.attention` ops on tensors to
 the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
 """
 
+from .cpu_features import bf16_dot_default, host_has_avx512_bf16
+
 # Calling convention (docs/runtime.md, calling.py): the entry function's
 # results are out-params filled by bufferization.materialize_in_destination;
 # eliminate-empty-tensors lets the ops producing a result write straight
@@ -86,20 +88,32 @@ PIPELINES = {
 # left to LLVM's auto-vectorizer). `openmp`: the forall becomes an OpenMP
 # parallel loop (needs an OpenMP runtime in the JIT's shared_libs, see
 # `find_openmp_runtime`); `num_threads` 0 lets the runtime decide
-# (OMP_NUM_THREADS, else all cores).
+# (OMP_NUM_THREADS, else all cores). `bf16_dot`: bf16 inputs on AVX512-BF16
+# dot products (x86vector, lowered by convert-vector-to-llvm's
+# enable-x86vector); None: when the host has them (cpu_features.py,
+# TORCH_MLIR_FLEX_BF16_DOT=0 turns it off).
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
-                   num_threads: int = 0) -> str:
+                   num_threads: int = 0, bf16_dot=None) -> str:
+    if bf16_dot is None:
+        bf16_dot = bf16_dot_default()
+    elif bf16_dot and not host_has_avx512_bf16():
+        # The JIT compiles for this CPU: the instructions would be illegal.
+        raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
+    bf16_dot = bool(bf16_dot) and vectorize
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
-             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}}})")
+             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
+             f"{' bf16-dot=1' if bf16_dot else ''}}})")
     forall = ("func.func(scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"
               "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"
               if openmp else "func.func(scf-forall-to-for)")
     # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers
     # become plain (unaligned) vector loads/stores.
+    vector_to_llvm = ("convert-vector-to-llvm{enable-x86vector=1}" if bf16_dot
+                      else "convert-vector-to-llvm")
     to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "").replace(
-        "convert-math-to-llvm,", "convert-vector-to-llvm,convert-math-to-llvm,")
+        "convert-math-to-llvm,", vector_to_llvm + ",convert-math-to-llvm,")
     if openmp:
         to_llvm = to_llvm.replace("convert-cf-to-llvm,",
                                   "convert-cf-to-llvm,convert-openmp-to-llvm,")

@@ -1,6 +1,7 @@
 // RUN: flex-opt %s -split-input-file -flex-to-flash="vectorize=false" -canonicalize -cse | FileCheck %s
 // RUN: flex-opt %s -split-input-file -flex-to-flash="tile-m=16 tile-n=32 block-sparsity=false vectorize=false" -canonicalize -cse | FileCheck %s --check-prefix=NOSKIP
 // RUN: flex-opt %s -split-input-file -flex-to-flash -canonicalize -cse | FileCheck %s --check-prefix=VEC
+// RUN: flex-opt %s -split-input-file -flex-to-flash="bf16-dot=true" -canonicalize -cse | FileCheck %s --check-prefix=BF16
 
 // Causal mask, the whole driver: K^T laid out once, row tiles from the
 // TilingInterface (scf.forall over (h, m0), step (1, 64)), a loop over key
@@ -318,4 +319,120 @@ func.func @head_dim_80(%q: tensor<1x1x64x80xf32>, %k: tensor<1x1x64x80xf32>, %v:
   %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x80xf32>, tensor<1x1x64x80xf32>, tensor<1x1x64x80xf32>)
       outs(%o : tensor<1x1x64x80xf32>) scale(0.125) -> tensor<1x1x64x80xf32>
   return %r : tensor<1x1x64x80xf32>
+}
+
+// -----
+
+// bf16-dot: V packed in pairs of key rows (rows 2i, 2i+1 interleaved)
+// and K^T in pairs of E (per pair column, the pairs of 16 key rows
+// gathered as i32 words), each per kv head in an scf.forall; Q.K^T
+// broadcasts a (q[m, 2e], q[m, 2e+1]) pair as one i32 and issues one
+// vdpbf16ps per 16 lanes of a row of S (4 rows x 4 pieces for Nt = 64);
+// P is rounded to bf16 row by row before P.V (Ev = 32: 2 pieces, 4 rows).
+// Without the option: the f32 broadcast-FMA kernels.
+// BF16-LABEL: func.func @bf16_dot
+// BF16: %[[VP:.*]] = scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x64x64xbf16>)
+// BF16: scf.for %[[I:.*]] = %c0 to %c64 step %c1 iter_args(%{{.*}}) -> (tensor<64x64xbf16>)
+// BF16: %[[R0I:.*]] = arith.muli %[[I]], %c2
+// BF16: %[[R0:.*]] = vector.transfer_read %{{.*}}[%[[R0I]], %c0]{{.*}} : tensor<128x32xbf16>, vector<32xbf16>
+// BF16: %[[R1I:.*]] = arith.addi %[[R0I]], %c1
+// BF16: %[[R1:.*]] = vector.transfer_read %{{.*}}[%[[R1I]], %c0]{{.*}} : tensor<128x32xbf16>, vector<32xbf16>
+// BF16: %[[IL:.*]] = vector.interleave %[[R0]], %[[R1]] : vector<32xbf16> -> vector<64xbf16>
+// BF16: vector.transfer_write %[[IL]], %{{.*}}[%[[I]], %c0]{{.*}} : vector<64xbf16>, tensor<64x64xbf16>
+// BF16: %[[KP:.*]] = scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x32x256xbf16>)
+// BF16: scf.for %[[NB:.*]] = %c0 to %c128 step %c16
+// BF16: %[[COL:.*]] = arith.muli %[[NB]], %c2
+// BF16: scf.for %[[P:.*]] = %c0 to %c32 step %c1
+// BF16: %[[PE:.*]] = arith.muli %[[P]], %c2
+// BF16: vector.transfer_read %{{.*}}[%[[NB]], %[[PE]]]{{.*}} : tensor<128x64xbf16>, vector<2xbf16>
+// BF16: %[[WS:.*]] = vector.from_elements {{.*}} : vector<16xi32>
+// BF16: %[[WB:.*]] = vector.bitcast %[[WS]] : vector<16xi32> to vector<32xbf16>
+// BF16: vector.transfer_write %[[WB]], %{{.*}}[%[[P]], %[[COL]]]{{.*}} : vector<32xbf16>, tensor<32x256xbf16>
+// BF16: scf.forall (%[[H:.*]], %{{.*}}) = (0, 0) to (2, 128) step (1, 64)
+// BF16: scf.for %[[J:.*]] = %c0 to %c2 step %c1
+// BF16: %[[N0:.*]] = arith.muli %[[J]], %c64
+// BF16: %[[KCOL:.*]] = arith.muli %[[J]], %c128
+// BF16: %[[KTILE:.*]] = tensor.extract_slice %[[KP]][0, %[[H]], 0, %[[KCOL]]] [1, 1, 32, 128] [1, 1, 1, 1] : tensor<1x2x32x256xbf16> to tensor<32x128xbf16>
+// BF16: %[[VROW:.*]] = arith.divui %[[N0]], %c2
+// BF16: %[[VTILE:.*]] = tensor.extract_slice %[[VP]][0, %[[H]], %[[VROW]], 0] [1, 1, 32, 64] [1, 1, 1, 1] : tensor<1x2x64x64xbf16> to tensor<32x64xbf16>
+// BF16: scf.for %{{.*}} = %c0 to %c64 step %c4
+// BF16: scf.for %[[E2:.*]] = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// BF16: %[[KR:.*]] = vector.transfer_read %[[KTILE]][%[[E2]], %c0]{{.*}} : tensor<32x128xbf16>, vector<32xbf16>
+// BF16: %[[E:.*]] = arith.muli %[[E2]], %c2
+// BF16: %[[QP:.*]] = vector.transfer_read %{{.*}}[%{{.*}}, %[[E]]]{{.*}} : tensor<64x64xbf16>, vector<2xbf16>
+// BF16: %[[W:.*]] = vector.bitcast %[[QP]] : vector<2xbf16> to vector<1xi32>
+// BF16: %[[WS:.*]] = vector.broadcast %[[W]] : vector<1xi32> to vector<16xi32>
+// BF16: %[[QB:.*]] = vector.bitcast %[[WS]] : vector<16xi32> to vector<32xbf16>
+// BF16: x86vector.avx512.dot %{{.*}}, %[[QB]], %[[KR]] : vector<32xbf16> -> vector<16xf32>
+// BF16: arith.truncf %{{.*}} : vector<64xf32> to vector<64xbf16>
+// BF16: scf.for %[[N2:.*]] = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// BF16: vector.transfer_read %[[VTILE]][%[[N2]], %c0]{{.*}} : tensor<32x64xbf16>, vector<32xbf16>
+// BF16: x86vector.avx512.dot {{.*}} : vector<32xbf16> -> vector<16xf32>
+// BF16-NOT: vector.fma
+// BF16: return
+// VEC-LABEL: func.func @bf16_dot
+// VEC-NOT: x86vector
+// VEC: vector.fma
+// VEC-NOT: x86vector
+// VEC: return
+func.func @bf16_dot(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>, %v: tensor<1x2x128x32xbf16>) -> tensor<1x2x128x32xbf16> {
+  %o = tensor.empty() : tensor<1x2x128x32xbf16>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>, tensor<1x2x128x32xbf16>)
+      outs(%o : tensor<1x2x128x32xbf16>) scale(0.125)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c = arith.cmpi sge, %m, %n : index
+        flex.yield %c : i1
+      } -> tensor<1x2x128x32xbf16>
+  return %r : tensor<1x2x128x32xbf16>
+}
+
+// -----
+
+// bf16-dot cannot pair an odd E (Q.K^T: plain K^T and FMA kernel) nor a
+// V row of 30 lanes (P.V: FMA kernel on V as is).
+// BF16-LABEL: func.func @bf16_dot_unpairable
+// BF16-NOT: x86vector
+// BF16-NOT: vector.interleave
+// BF16: linalg.transpose
+// BF16: vector.fma
+// BF16-NOT: x86vector
+// BF16: return
+func.func @bf16_dot_unpairable(%q: tensor<1x1x64x33xbf16>, %k: tensor<1x1x64x33xbf16>, %v: tensor<1x1x64x30xbf16>) -> tensor<1x1x64x30xbf16> {
+  %o = tensor.empty() : tensor<1x1x64x30xbf16>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x33xbf16>, tensor<1x1x64x33xbf16>, tensor<1x1x64x30xbf16>)
+      outs(%o : tensor<1x1x64x30xbf16>) scale(0.125) -> tensor<1x1x64x30xbf16>
+  return %r : tensor<1x1x64x30xbf16>
+}
+
+// -----
+
+// bf16-dot leaves f32 inputs on the FMA kernels.
+// BF16-LABEL: func.func @f32_with_bf16_dot
+// BF16-NOT: x86vector
+// BF16: vector.fma
+// BF16-NOT: x86vector
+// BF16: return
+func.func @f32_with_bf16_dot(%q: tensor<1x1x64x64xf32>, %k: tensor<1x1x64x64xf32>, %v: tensor<1x1x64x64xf32>) -> tensor<1x1x64x64xf32> {
+  %o = tensor.empty() : tensor<1x1x64x64xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x64xf32>, tensor<1x1x64x64xf32>, tensor<1x1x64x64xf32>)
+      outs(%o : tensor<1x1x64x64xf32>) scale(0.125) -> tensor<1x1x64x64xf32>
+  return %r : tensor<1x1x64x64xf32>
+}
+
+// -----
+
+// bf16-dot leaves few query rows (decode, Mt = 1) on the f32 kernels: no
+// packing for them.
+// BF16-LABEL: func.func @bf16_decode
+// BF16-NOT: vector.interleave
+// BF16-NOT: x86vector
+// BF16: vector.fma
+// BF16-NOT: x86vector
+// BF16: return
+func.func @bf16_decode(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>) -> tensor<1x2x1x64xbf16> {
+  %o = tensor.empty() : tensor<1x2x1x64xbf16>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x1x64xbf16>, tensor<1x2x256x64xbf16>, tensor<1x2x256x64xbf16>)
+      outs(%o : tensor<1x2x1x64xbf16>) scale(0.125) -> tensor<1x2x1x64xbf16>
+  return %r : tensor<1x2x1x64xbf16>
 }

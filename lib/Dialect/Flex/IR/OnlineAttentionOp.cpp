@@ -9,6 +9,28 @@
 using namespace mlir;
 using namespace mlir::flex;
 
+/// The key's shape for its layout: [Nt, E], [E, Nt] (transposed_key) or
+/// [E/2, 2 Nt] (paired_key).
+static LogicalResult verifyKeyShape(OnlineAttentionOp op, int64_t e,
+                                    int64_t nt, int64_t ev) {
+  auto k = cast<RankedTensorType>(op.getKey().getType());
+  SmallVector<int64_t> expected = {nt, e};
+  StringRef form = "[Nt, E]";
+  if (op.getTransposedKey()) {
+    expected = {e, nt};
+    form = "[E, Nt]";
+  } else if (op.getPairedKey()) {
+    expected = {e / 2, 2 * nt};
+    form = "[E/2, 2 Nt]";
+  }
+  if ((op.getPairedKey() && e % 2) || k.getShape() != ArrayRef(expected))
+    return op.emitOpError()
+           << "expected key of shape " << form << " = [" << expected[0]
+           << ", " << expected[1] << "] for query [" << op.getTileRows()
+           << ", " << e << "] and value [" << nt << ", " << ev << "]";
+  return success();
+}
+
 LogicalResult OnlineAttentionOp::verify() {
   auto ty = [](Value v) { return cast<RankedTensorType>(v.getType()); };
   for (auto [v, name, rank] :
@@ -34,18 +56,19 @@ LogicalResult OnlineAttentionOp::verify() {
     if (!ty(s).getElementType().isF32())
       return emitOpError("expected the softmax state (max, sum, acc) in f32");
 
+  if ((getPairedKey() || getPairedValue()) && !elt.isBF16())
+    return emitOpError("pair-packed key/value layouts need bf16 operands");
+  if (getPairedKey() && getTransposedKey())
+    return emitOpError("expected at most one of transposed_key and "
+                       "paired_key");
   int64_t mt = getTileRows(), e = ty(getQuery()).getDimSize(1);
   int64_t nt = getTileKeys(), ev = ty(getValue()).getDimSize(1);
-  ArrayRef<int64_t> k = ty(getKey()).getShape();
-  int64_t kKeys = getTransposedKey() ? k[1] : k[0];
-  int64_t kE = getTransposedKey() ? k[0] : k[1];
-  if (kKeys != nt || kE != e)
-    return emitOpError() << "expected key of shape "
-                         << (getTransposedKey() ? "[E, Nt] = [" : "[Nt, E] = [")
-                         << (getTransposedKey() ? e : nt) << ", "
-                         << (getTransposedKey() ? nt : e) << "] for query [" << mt
-                         << ", " << e << "] and value [" << nt << ", " << ev
-                         << "]";
+  if (getPairedValue())
+    ev /= 2;
+  if (failed(verifyKeyShape(*this, e, nt, ev)))
+    return failure();
+  if (getPairedValue() && ty(getValue()).getDimSize(1) % 2)
+    return emitOpError("expected a paired value of shape [Nt/2, 2 Ev]");
   if (ty(getMax()).getDimSize(0) != mt || ty(getSum()).getDimSize(0) != mt ||
       ty(getAcc()).getDimSize(0) != mt || ty(getAcc()).getDimSize(1) != ev)
     return emitOpError() << "expected max and sum [" << mt << "] and acc ["

@@ -15,6 +15,7 @@
 // from the tile's own K and V.
 //
 //===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -68,17 +69,26 @@ static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
   const KeyValueLayout &lay = *t.layout;
   OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
   OpFoldResult eA = b.getIndexAttr(t.e), ntA = b.getIndexAttr(t.tileN);
-  Value k = lay.transposedKey
-                ? slice2d(b, loc, lay.keys, {t.kb, t.kh, z, n0}, t.e, t.tileN,
-                          {one, one, eA, ntA})
-                : slice2d(b, loc, lay.keys, {t.kb, t.kh, n0, z}, t.tileN, t.e,
-                          {one, one, ntA, eA});
-  Value v = slice2d(b, loc, lay.values, {t.kb, t.kh, n0, z}, t.tileN, t.ev,
+  Value k;
+  if (lay.pairedKey)
+    k = sliceKeyPairs(b, loc, lay.keys, t.kb, t.kh, n0, t.e, t.tileN);
+  else if (lay.transposedKey)
+    k = slice2d(b, loc, lay.keys, {t.kb, t.kh, z, n0}, t.e, t.tileN,
+                {one, one, eA, ntA});
+  else
+    k = slice2d(b, loc, lay.keys, {t.kb, t.kh, n0, z}, t.tileN, t.e,
+                {one, one, ntA, eA});
+  Value v =
+      lay.pairedValue
+          ? sliceValuePairs(b, loc, lay.values, t.kb, t.kh, n0, t.tileN, t.ev)
+          : slice2d(b, loc, lay.values, {t.kb, t.kh, n0, z}, t.tileN, t.ev,
                     {one, one, ntA, b.getIndexAttr(t.ev)});
   auto online = OnlineAttentionOp::create(
       b, loc, state.getTypes(), t.q, k, v, t.op.getCaptures(), t.b, t.h, t.m0,
       n0, t.rows, lay.kvLen, state[0], state[1], state[2],
-      t.op.getScaleAttr(), lay.transposedKey ? b.getUnitAttr() : UnitAttr());
+      t.op.getScaleAttr(), lay.transposedKey ? b.getUnitAttr() : UnitAttr(),
+      lay.pairedKey ? b.getUnitAttr() : UnitAttr(),
+      lay.pairedValue ? b.getUnitAttr() : UnitAttr());
   IRMapping map;
   t.op.getScoreMod().cloneInto(&online.getScoreMod(), map);
   if (withMask)

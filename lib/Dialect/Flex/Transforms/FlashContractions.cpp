@@ -5,9 +5,12 @@
 //   acc[m, :]  = acc[m, :] * corr[m] + sum_n P[m, n] * V[n, :]
 // Vector form: the broadcast-FMA micro-kernel (FlashMicroKernel.cpp) with
 // K transposed, or, for few query rows and K as rows, one tree-summed dot
-// product per (row, key). Otherwise linalg.generic contractions.
+// product per (row, key); for bf16 with pair-packed K^T / V, the
+// AVX512-BF16 dot kernel (FlashBf16Kernel.cpp). Otherwise linalg.generic
+// contractions.
 //
 //===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
 
@@ -89,6 +92,8 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
   int64_t mt = op.getTileRows(), nt = op.getTileKeys(), e = dimOf(q, 1);
   bool transposed = op.getTransposedKey();
   Value s = tensor::EmptyOp::create(b, loc, {mt, nt}, b.getF32Type());
+  if (op.getPairedKey())
+    return buildBf16DotKernel(b, loc, {q, k, s, Value(), mt, e, nt});
   if (cfg.vectorize && transposed)
     return buildBroadcastFmaKernel(b, loc, {q, k, s, Value(), mt, e, nt});
   if (cfg.vectorize)
@@ -104,8 +109,11 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
 }
 
 Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,
-                              Value acc, Value corr, const FlashConfig &cfg) {
-  int64_t mt = dimOf(p, 0), nt = dimOf(p, 1), ev = dimOf(v, 1);
+                              Value acc, Value corr, bool pairedValue,
+                              const FlashConfig &cfg) {
+  int64_t mt = dimOf(p, 0), nt = dimOf(p, 1), ev = dimOf(acc, 1);
+  if (pairedValue)
+    return buildBf16DotKernel(b, loc, {p, v, acc, corr, mt, nt, ev});
   if (cfg.vectorize)
     return buildBroadcastFmaKernel(b, loc, {p, v, acc, corr, mt, nt, ev});
   MLIRContext *ctx = b.getContext();

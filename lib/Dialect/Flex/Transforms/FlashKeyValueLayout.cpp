@@ -5,9 +5,11 @@
 // masked by flex.online_attention's `kv_len`), and K transposed to
 // [Bkv, Hkv, E, Np] so that the Q.K^T micro-kernel reads contiguous keys.
 // The transpose runs per (batch, kv head) in an scf.forall, in parallel
-// like the attention loop nest.
+// like the attention loop nest. For the bf16 dot kernels K^T and V are
+// packed in pairs instead (FlashBf16Kernel.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -98,7 +100,15 @@ KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
     layout.keys = padKeys(b, loc, key, n, np, npStatic);
     layout.values = padKeys(b, loc, value, n, np, npStatic);
   }
-  if (layout.transposedKey)
+  layout.pairedKey = cfg.pairedKey;
+  layout.pairedValue = cfg.pairedValue;
+  if (layout.pairedValue)
+    layout.values = packValuePairs(b, loc, layout.values);
+  if (layout.pairedKey) {
+    layout.transposedKey = false;
+    layout.keys = packKeyPairs(b, loc, layout.keys, nt);
+  } else if (layout.transposedKey) {
     layout.keys = transposeKeys(b, loc, layout.keys);
+  }
   return layout;
 }

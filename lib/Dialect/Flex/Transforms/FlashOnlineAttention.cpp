@@ -86,15 +86,20 @@ LogicalResult mlir::flex::decomposeOnlineAttention(RewriterBase &rewriter,
   // Rows of S are single vectors in the vector softmax; the row-dot kernel
   // (K as rows) keeps a row of Q per query row in registers.
   c.vectorize = cfg.vectorize && op.getTileKeys() <= kMaxFmaChunk &&
-                (op.getTransposedKey() || e <= kMaxFmaChunk);
+                (op.getTransposedKey() || op.getPairedKey() ||
+                 e <= kMaxFmaChunk);
   Location loc = op.getLoc();
+  if ((op.getPairedKey() || op.getPairedValue()) && !c.vectorize)
+    return op.emitOpError("pair-packed key/value need the vector kernels "
+                          "(at most ")
+           << kMaxFmaChunk << " keys per block)";
   rewriter.setInsertionPoint(op);
   Value s = buildQKTile(rewriter, loc, op, c);
   s = buildScoreTile(rewriter, loc, op, s);
   SoftmaxUpdate sm =
       buildSoftmaxUpdate(rewriter, loc, s, op.getMax(), op.getSum(), c);
   Value acc = buildPVTile(rewriter, loc, sm.p, op.getValue(), op.getAcc(),
-                          sm.corr, c);
+                          sm.corr, op.getPairedValue(), c);
   rewriter.replaceOp(op, ValueRange{sm.max, sm.sum, acc});
   return success();
 }

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
 
 #include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
@@ -45,6 +46,13 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
   // Few query rows (decode): transposing K would cost as much as the
   // attention; dot products with rows of K instead.
   cfg.keyRows = cfg.vectorize && cfg.tileM <= 2 && e <= 128;
+  // AVX512-BF16 kernels for bf16 inputs where the shapes pair up; few query
+  // rows keep the f32 kernels (packing would cost as much as the work).
+  int64_t ev = op.getValueType().getDimSize(3);
+  bool bf16 = op.getQueryType().getElementType().isBF16();
+  bool dot = requested.bf16Dot && bf16 && cfg.vectorize && !cfg.keyRows;
+  cfg.pairedKey = dot && canUseBf16Dot(e, cfg.tileN);
+  cfg.pairedValue = dot && canUseBf16Dot(cfg.tileN, ev);
   return cfg;
 }
 

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::flex {
@@ -68,6 +69,7 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
     requested.denseClassify = denseClassify;
     requested.fastExp = fastExp;
     requested.vectorize = vectorize;
+    requested.bf16Dot = bf16Dot;
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());

@@ -240,6 +240,12 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
         } -> tensor<64xf32>, tensor<64xf32>, tensor<64x32xf32>
     ```
 
+    Pair-packed layouts for the AVX512-BF16 kernels (bf16 only):
+    `paired_key` is Kᵀ with pairs of E interleaved, `[E/2, 2 Nt]`, element
+    `(n, e)` at `[e / 2, 2 n + e % 2]`; `paired_value` is V with pairs of
+    keys interleaved, `[Nt/2, 2 Ev]`, element `(n, ev)` at
+    `[n / 2, 2 ev + n % 2]`.
+
     `flex-decompose-online-attention` rewrites it into the tile builders
     (Q·Kᵀ, scores, softmax update, P·V).
   }];
@@ -255,7 +261,9 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
     AnyRankedTensor:$sum,
     AnyRankedTensor:$acc,
     F32Attr:$scale,
-    UnitAttr:$transposed_key
+    UnitAttr:$transposed_key,
+    UnitAttr:$paired_key,
+    UnitAttr:$paired_value
   );
   let results = (outs AnyRankedTensor:$new_max, AnyRankedTensor:$new_sum,
                       AnyRankedTensor:$new_acc);
@@ -288,8 +296,9 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
           .getDimSize(0);
     }
     int64_t getTileKeys() {
-      return ::llvm::cast<::mlir::ShapedType>(getValue().getType())
-          .getDimSize(0);
+      int64_t n = ::llvm::cast<::mlir::ShapedType>(getValue().getType())
+                      .getDimSize(0);
+      return getPairedValue() ? 2 * n : n;
     }
   }];
 }

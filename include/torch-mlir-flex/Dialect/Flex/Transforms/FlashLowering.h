@@ -36,6 +36,10 @@ struct FlashConfig {
   /// Decode (few query rows): dot products with rows of K as they are
   /// instead of a transposed K.
   bool keyRows = false;
+  /// bf16 inputs on AVX512-BF16 dot products (requested), and the
+  /// contractions that can use them (FlashBf16Kernel.h): Q.K^T with K^T in
+  /// pairs of E, P.V with V in pairs of keys.
+  bool bf16Dot = false, pairedKey = false, pairedValue = false;
 };
 
 /// Why flex-to-flash leaves `op` to flex-to-loops (memrefs, dynamic head
@@ -57,6 +61,9 @@ struct KeyValueLayout {
   Value kvLen;       // N (index)
   Value numBlocks;   // Np / Nt (index)
   bool transposedKey = true;
+  /// Pair-packed for the bf16 dot kernels: keys [Bkv, Hkv, E/2, 2 Np],
+  /// values [Bkv, Hkv, Np/2, 2 Ev].
+  bool pairedKey = false, pairedValue = false;
 };
 KeyValueLayout buildKeyValueLayout(OpBuilder &b, Location loc, Value key,
                                    Value value, const FlashConfig &cfg);
@@ -123,9 +130,10 @@ struct SoftmaxUpdate {
 SoftmaxUpdate buildSoftmaxUpdate(OpBuilder &b, Location loc, Value s,
                                  Value max, Value sum,
                                  const FlashConfig &cfg);
-/// acc' = acc * corr + P . V.
+/// acc' = acc * corr + P . V (`pairedValue`: V in pairs of keys, on the
+/// bf16 dot kernel).
 Value buildPVTile(OpBuilder &b, Location loc, Value p, Value v, Value acc,
-                  Value corr, const FlashConfig &cfg);
+                  Value corr, bool pairedValue, const FlashConfig &cfg);
 
 /// The normalized row tile: out = acc / l (0 for fully masked rows)
 /// written into `outDest` ([Mt, Ev], the output element type), and when

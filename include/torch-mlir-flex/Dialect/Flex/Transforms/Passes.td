@@ -54,6 +54,16 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     (register-blocked broadcast-FMA over rows of 1-D vectors; needs
     convert-vector-to-llvm later). math.tanh inside the scores is replaced
     by a polynomial approximation (with `fast-exp`).
+
+    With `bf16-dot` and bf16 query/key/value, the two contractions of the
+    vector path use AVX512-BF16 (`x86vector.avx512.dot`, vdpbf16ps; needs
+    convert-vector-to-llvm{enable-x86vector} and a CPU that has it): Kᵀ is
+    packed as bf16 pairs of E ([Bkv, Hkv, E/2, 2 Np]), V as pairs of
+    key rows ([Bkv, Hkv, Np/2, 2 Ev]), P is rounded to bf16 before P·V (as
+    torch.compile's flex kernel does); accumulation stays f32. Shapes it
+    cannot pair (odd E or Nt, or a row width not a multiple of 4) and few
+    query rows (Mt <= 2, where packing would cost as much as the attention)
+    keep the f32 kernels.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
@@ -68,14 +78,18 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
            "Softmax exp as inline polynomial (vectorizable) instead of math.exp">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Q.K^T, softmax and P.V tile ops as vector-dialect micro-kernels "
-           "(rows of the tile in registers) instead of linalg.generic">
+           "(rows of the tile in registers) instead of linalg.generic">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 inputs: Q.K^T and P.V on AVX512-BF16 dot products "
+           "(x86vector.avx512.dot); only for CPUs with avx512_bf16">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def FlexDecomposeAttentionTile
@@ -139,7 +153,8 @@ def FlexDecomposeOnlineAttention
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {

@@ -1,0 +1,54 @@
+//===- FlashBf16Kernel.h - vdpbf16ps tile contraction ----------*- C++ -*-===//
+//
+// The AVX512-BF16 variant of the flash micro-kernel (flex-to-flash with
+// `bf16-dot`): K^T and V packed as bf16 pairs, and a kernel with the
+// contract of buildBroadcastFmaKernel built on x86vector.avx512.dot
+// (vdpbf16ps: 16 f32 lanes, each += a[2i] * b[2i] + a[2i+1] * b[2i+1]).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHBF16KERNEL_H
+#define TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHBF16KERNEL_H
+
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
+
+namespace mlir::flex {
+
+/// Can a contraction over `reduction` into rows of `width` f32 run on
+/// vdpbf16ps? The reduction goes in pairs (even), the row in pieces of
+/// 16, 8 or 4 lanes (a multiple of 4).
+bool canUseBf16Dot(int64_t reduction, int64_t width);
+
+/// K [B, H, N, E] (bf16, E even, N a multiple of the N-tile Nt) -> K^T in
+/// pairs of E, [B, H, E/2, 2N]:
+///   out[b, h, e2, 2n + j] = K[b, h, n, 2 e2 + j]
+/// (one scf.forall iteration per (b, h), like the plain K^T pre-pass).
+Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt);
+
+/// V [B, H, N, Ev] (bf16, N even) -> V in pairs of N, [B, H, N/2, 2 Ev]:
+///   out[b, h, n2, 2 ev + j] = V[b, h, 2 n2 + j, ev]
+/// (rows interleaved by vector.interleave, per (b, h) in an scf.forall).
+Value packValuePairs(OpBuilder &b, Location loc, Value v);
+
+/// The K^T tile of key rows [n0, n0 + Nt) at (bi, hi) of packKeyPairs'
+/// result: [E/2, 2 Nt].
+Value sliceKeyPairs(OpBuilder &b, Location loc, Value packed, Value bi,
+                    Value hi, Value n0, int64_t E, int64_t Nt);
+
+/// The V tile of rows [n0, n0 + Nt) (n0, Nt even) at (bi, hi) of
+/// packValuePairs' result: [Nt/2, 2 Ev].
+Value sliceValuePairs(OpBuilder &b, Location loc, Value packed, Value bi,
+                      Value hi, Value n0, int64_t Nt, int64_t Ev);
+
+/// buildBroadcastFmaKernel's contraction with bf16 products:
+///   dest[m, :] = init[m, :] + sum_k lhs[m, k] * rhs[k, :]
+/// where `t.rhs` is the pair-packed tile [reduction / 2, 2 width] (bf16),
+/// `t.lhs` [rows, reduction] is bf16, or f32 and then rounded to bf16 once
+/// (nearest even, as torch rounds P before P.V for bf16 inputs). Sums are
+/// f32. Needs canUseBf16Dot(t.reduction, t.width) and a CPU with
+/// AVX512-BF16 (lowered by convert-vector-to-llvm{enable-x86vector}).
+Value buildBf16DotKernel(OpBuilder &b, Location loc,
+                         const BroadcastFmaTiles &t);
+
+} // namespace mlir::flex
+
+#endif

@@ -1,0 +1,373 @@
+//===- FlashBf16Kernel.cpp - vdpbf16ps tile contraction ------------------===//
+//
+// flex-to-flash's bf16 path (`bf16-dot`): the pair-packing pre-passes for
+// K^T and V, and the register-blocked contraction on x86vector.avx512.dot.
+// A step of the reduction loop takes a pair (k, k+1): each row of dest
+// broadcasts its lhs pair (two bf16 as one i32) over the lanes and issues
+// one vdpbf16ps per 16-lane piece of the row with the packed rhs pairs
+// (rhs[k, n], rhs[k+1, n]) of that piece; products and sums are f32.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+
+using namespace mlir;
+
+namespace mlir::flex {
+
+namespace {
+
+/// f32 lanes of the widest vdpbf16ps (512 bits).
+constexpr int64_t kDotLanes = 16;
+/// Widest column chunk of dest kept in registers (8 zmm per row).
+constexpr int64_t kMaxDotChunk = 128;
+
+/// Pieces (offset, lanes) of a row of `n` f32: 16-lane pieces, then one of
+/// 8 and one of 4 for the rest (n % 4 == 0).
+SmallVector<std::pair<int64_t, int64_t>> lanePieces(int64_t n) {
+  SmallVector<std::pair<int64_t, int64_t>> pieces;
+  int64_t off = 0;
+  for (int64_t lanes : {kDotLanes, int64_t(8), int64_t(4)})
+    for (; n - off >= lanes; off += lanes)
+      pieces.push_back({off, lanes});
+  return pieces;
+}
+
+/// Rows of dest carried at once: 4 or 2 when they divide `rows` and their
+/// accumulators (`regs` pieces per row) take at most 16 registers.
+int64_t dotRowsPerStep(int64_t rows, int64_t regs) {
+  for (int64_t r : {4, 2})
+    if (rows % r == 0 && r * regs <= 16)
+      return r;
+  return 1;
+}
+
+Value cIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value plus(OpBuilder &b, Location loc, Value base, int64_t r) {
+  return r == 0 ? base : arith::AddIOp::create(b, loc, base, cIndex(b, loc, r));
+}
+
+OpFoldResult dimOf(OpBuilder &b, Location loc, Value t, int64_t d) {
+  auto ty = cast<RankedTensorType>(t.getType());
+  if (ty.isDynamicDim(d))
+    return tensor::DimOp::create(b, loc, t, d).getResult();
+  return b.getIndexAttr(ty.getDimSize(d));
+}
+
+Value readVec(OpBuilder &b, Location loc, Value t, ValueRange idx,
+              VectorType vt) {
+  Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(vt.getElementType()));
+  return vector::TransferReadOp::create(b, loc, vt, t, idx, pad,
+                                        ArrayRef<bool>{true});
+}
+
+/// `t` with the 1-D vector `v` written at `idx` (in bounds).
+Value writeVec(OpBuilder &b, Location loc, Value v, Value t, ValueRange idx) {
+  return vector::TransferWriteOp::create(b, loc, v, t, idx,
+                                         ArrayRef<bool>{true})
+      .getResult();
+}
+
+/// A fresh [B, H, P, Q] tensor (`shape`, `sizes`) filled per (b, h) of
+/// `src` [B, H, X, Y] in an scf.forall by `body(src[b, h], out[b, h])`,
+/// which returns the filled 2-D slice.
+Value perHead(OpBuilder &b, Location loc, Value src, ArrayRef<int64_t> shape,
+              ArrayRef<OpFoldResult> sizes,
+              function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
+  auto ty = cast<RankedTensorType>(src.getType());
+  Type et = ty.getElementType();
+  SmallVector<Value> dyn;
+  for (auto [s, ofr] : llvm::zip_equal(shape, sizes))
+    if (ShapedType::isDynamic(s))
+      dyn.push_back(cast<Value>(ofr));
+  Value init = tensor::EmptyOp::create(b, loc, shape, et, dyn);
+  auto forall = scf::ForallOp::create(b, loc, sizes.take_front(2),
+                                      ValueRange{init}, std::nullopt);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPoint(forall.getTerminator());
+  Value bi = forall.getInductionVars()[0], hi = forall.getInductionVars()[1];
+  OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
+  SmallVector<OpFoldResult> units(4, one);
+  Value src2 = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(ty.getShape().drop_front(2), et), src,
+      {bi, hi, zero, zero},
+      {one, one, dimOf(b, loc, src, 2), dimOf(b, loc, src, 3)}, units);
+  Value out = forall.getRegionIterArgs()[0];
+  SmallVector<OpFoldResult> offs = {bi, hi, zero, zero};
+  SmallVector<OpFoldResult> outSizes = {one, one, sizes[2], sizes[3]};
+  Value dst2 = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape.drop_front(2), et), out, offs,
+      outSizes, units);
+  Value filled = body(b, loc, src2, dst2);
+  b.setInsertionPointToEnd(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(b, loc, filled, out, offs, outSizes,
+                                        units);
+  return forall.getResult(0);
+}
+
+/// Shape and sizes [B, H, rows, cols] of a packed tensor for `src`
+/// [B, H, X, Y], static where known.
+std::pair<SmallVector<int64_t>, SmallVector<OpFoldResult>>
+packedShape(OpBuilder &b, Location loc, Value src, OpFoldResult rows,
+            OpFoldResult cols) {
+  SmallVector<OpFoldResult> sizes = {dimOf(b, loc, src, 0),
+                                     dimOf(b, loc, src, 1), rows, cols};
+  SmallVector<int64_t> shape;
+  for (OpFoldResult s : sizes) {
+    std::optional<int64_t> c = getConstantIntValue(s);
+    shape.push_back(c ? *c : ShapedType::kDynamic);
+  }
+  return {shape, sizes};
+}
+
+/// `x` (an index) * num / den, folded when constant.
+OpFoldResult scaled(OpBuilder &b, Location loc, OpFoldResult x, int64_t num,
+                    int64_t den) {
+  if (std::optional<int64_t> c = getConstantIntValue(x))
+    return b.getIndexAttr(*c * num / den);
+  Value v = cast<Value>(x);
+  if (num != 1)
+    v = arith::MulIOp::create(b, loc, v, cIndex(b, loc, num));
+  if (den != 1)
+    v = arith::DivUIOp::create(b, loc, v, cIndex(b, loc, den));
+  return v;
+}
+
+/// The pair (src[n, 2 e2], src[n, 2 e2 + 1]) as one i32.
+Value pairWord(OpBuilder &b, Location loc, Value src, Value n, Value e) {
+  Value pair = readVec(b, loc, src, ValueRange{n, e},
+                       VectorType::get({2}, b.getBF16Type()));
+  Value w = vector::BitCastOp::create(
+      b, loc, VectorType::get({1}, b.getI32Type()), pair);
+  return vector::ExtractOp::create(b, loc, w, 0);
+}
+
+Value slicePairs(OpBuilder &b, Location loc, Value packed, Value bi, Value hi,
+                 OpFoldResult row, OpFoldResult col, int64_t rows,
+                 int64_t cols) {
+  auto ty = cast<RankedTensorType>(packed.getType());
+  OpFoldResult one = b.getIndexAttr(1);
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({rows, cols}, ty.getElementType()), packed,
+      {bi, hi, row, col},
+      {one, one, b.getIndexAttr(rows), b.getIndexAttr(cols)},
+      SmallVector<OpFoldResult>(4, one));
+}
+
+/// lhs as bf16: an f32 tile is rounded row by row (vector truncf).
+Value lhsAsBf16(OpBuilder &b, Location loc, const BroadcastFmaTiles &t) {
+  Type bf16 = b.getBF16Type();
+  if (cast<RankedTensorType>(t.lhs.getType()).getElementType() == bf16)
+    return t.lhs;
+  Value init = tensor::EmptyOp::create(
+      b, loc, ArrayRef<int64_t>{t.rows, t.reduction}, bf16);
+  Value c0 = cIndex(b, loc, 0);
+  auto loop = scf::ForOp::create(
+      b, loc, c0, cIndex(b, loc, t.rows), cIndex(b, loc, 1), ValueRange{init},
+      [&](OpBuilder &nb, Location l, Value m, ValueRange it) {
+        Value row = readF32Row(nb, l, t.lhs, m, c0, t.reduction);
+        Value h = arith::TruncFOp::create(
+            nb, l, VectorType::get({t.reduction}, bf16), row);
+        scf::YieldOp::create(nb, l, writeVec(nb, l, h, it[0], {m, c0}));
+      });
+  return loop.getResult(0);
+}
+
+/// lhs[row, k : k + 2] (bf16) as vector<2 lanes x bf16> holding the pair in
+/// every lane pair.
+Value broadcastPair(OpBuilder &b, Location loc, Value lhs, Value row, Value k,
+                    int64_t lanes) {
+  Type i32 = b.getI32Type();
+  Value pair = readVec(b, loc, lhs, ValueRange{row, k},
+                       VectorType::get({2}, b.getBF16Type()));
+  Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair);
+  Value splat =
+      vector::BroadcastOp::create(b, loc, VectorType::get({lanes}, i32), word);
+  return vector::BitCastOp::create(
+      b, loc, VectorType::get({2 * lanes}, b.getBF16Type()), splat);
+}
+
+/// Accumulators of rows mb .. mb + R - 1, pieces of columns from `col`:
+/// dest * rowScale, or zero.
+SmallVector<Value> initialAccs(OpBuilder &b, Location loc,
+                               const BroadcastFmaTiles &t, Value dest, Value mb,
+                               int64_t col, int64_t R,
+                               ArrayRef<std::pair<int64_t, int64_t>> pieces) {
+  SmallVector<Value> accs;
+  for (int64_t r = 0; r < R; ++r) {
+    Value row = plus(b, loc, mb, r);
+    Value s = t.rowScale ? tensor::ExtractOp::create(b, loc, t.rowScale,
+                                                     ValueRange{row})
+                               .getResult()
+                         : Value();
+    for (auto [off, lanes] : pieces) {
+      auto vt = VectorType::get({lanes}, b.getF32Type());
+      if (!s) {
+        accs.push_back(arith::ConstantOp::create(
+            b, loc, DenseElementsAttr::get(vt, b.getF32FloatAttr(0.0))));
+        continue;
+      }
+      Value a = readF32Row(b, loc, dest, row, cIndex(b, loc, col + off), lanes);
+      accs.push_back(arith::MulFOp::create(
+          b, loc, a, vector::BroadcastOp::create(b, loc, vt, s)));
+    }
+  }
+  return accs;
+}
+
+/// The kernel for columns [col, col + n) of dest.
+Value buildDotChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
+                    Value lhs, Value dest, int64_t col, int64_t n) {
+  auto pieces = lanePieces(n);
+  int64_t P = pieces.size();
+  int64_t R = dotRowsPerStep(t.rows, P);
+  Type bf16 = b.getBF16Type();
+  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+  auto mLoop = scf::ForOp::create(
+      b, loc, c0, cIndex(b, loc, t.rows), cIndex(b, loc, R), ValueRange{dest},
+      [&](OpBuilder &nb, Location l, Value mb, ValueRange iter) {
+        SmallVector<Value> init =
+            initialAccs(nb, l, t, iter[0], mb, col, R, pieces);
+        auto kLoop = scf::ForOp::create(
+            nb, l, c0, cIndex(nb, l, t.reduction / 2), c1, init,
+            [&](OpBuilder &kb, Location l2, Value k2, ValueRange accs) {
+              SmallVector<Value> rhs;
+              for (auto [off, lanes] : pieces)
+                rhs.push_back(readVec(
+                    kb, l2, t.rhs,
+                    ValueRange{k2, cIndex(kb, l2, 2 * (col + off))},
+                    VectorType::get({2 * lanes}, bf16)));
+              Value k = arith::MulIOp::create(kb, l2, k2, cIndex(kb, l2, 2));
+              SmallVector<Value> outs;
+              for (int64_t r = 0; r < R; ++r) {
+                Value row = plus(kb, l2, mb, r);
+                for (int64_t p = 0; p < P; ++p) {
+                  Value a =
+                      broadcastPair(kb, l2, lhs, row, k, pieces[p].second);
+                  outs.push_back(x86vector::DotBF16Op::create(
+                      kb, l2, accs[r * P + p], a, rhs[p]));
+                }
+              }
+              scf::YieldOp::create(kb, l2, outs);
+            });
+        Value d = iter[0];
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t p = 0; p < P; ++p)
+            d = writeVec(nb, l, kLoop.getResult(r * P + p), d,
+                         {plus(nb, l, mb, r),
+                          cIndex(nb, l, col + pieces[p].first)});
+        scf::YieldOp::create(nb, l, d);
+      });
+  return mLoop.getResult(0);
+}
+
+} // namespace
+
+bool canUseBf16Dot(int64_t reduction, int64_t width) {
+  return reduction > 0 && reduction % 2 == 0 && width > 0 && width % 4 == 0;
+}
+
+Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
+  // Blocks of L key rows (L | Nt, so L | Np): per pair column, the L pairs
+  // gathered as words into one vector store of 2L bf16.
+  int64_t L = 1;
+  while (L < kDotLanes && Nt % (2 * L) == 0)
+    L *= 2;
+  int64_t E = cast<RankedTensorType>(k.getType()).getDimSize(3);
+  auto [shape, sizes] = packedShape(b, loc, k, b.getIndexAttr(E / 2),
+                                    scaled(b, loc, dimOf(b, loc, k, 2), 2, 1));
+  Type bf16 = b.getBF16Type();
+  return perHead(
+      b, loc, k, shape, sizes,
+      [&](OpBuilder &nb, Location l, Value src, Value dst) -> Value {
+        Value c0 = cIndex(nb, l, 0), c1 = cIndex(nb, l, 1);
+        Value np = tensor::DimOp::create(nb, l, src, 0);
+        auto rows = scf::ForOp::create(
+            nb, l, c0, np, cIndex(nb, l, L), ValueRange{dst},
+            [&](OpBuilder &rb, Location l2, Value n, ValueRange it) {
+              Value col = arith::MulIOp::create(rb, l2, n, cIndex(rb, l2, 2));
+              auto cols = scf::ForOp::create(
+                  rb, l2, c0, cIndex(rb, l2, E / 2), c1, it,
+                  [&](OpBuilder &cb, Location l3, Value e2, ValueRange it2) {
+                    Value e = arith::MulIOp::create(cb, l3, e2, cIndex(cb, l3, 2));
+                    SmallVector<Value> words;
+                    for (int64_t i = 0; i < L; ++i)
+                      words.push_back(pairWord(cb, l3, src, plus(cb, l3, n, i), e));
+                    Value v = vector::FromElementsOp::create(
+                        cb, l3, VectorType::get({L}, cb.getI32Type()), words);
+                    v = vector::BitCastOp::create(
+                        cb, l3, VectorType::get({2 * L}, bf16), v);
+                    scf::YieldOp::create(cb, l3,
+                                         writeVec(cb, l3, v, it2[0], {e2, col}));
+                  });
+              scf::YieldOp::create(rb, l2, cols.getResult(0));
+            });
+        return rows.getResult(0);
+      });
+}
+
+Value packValuePairs(OpBuilder &b, Location loc, Value v) {
+  // Row pair (2 n2, 2 n2 + 1) interleaved into one packed row.
+  int64_t Ev = cast<RankedTensorType>(v.getType()).getDimSize(3);
+  auto [shape, sizes] =
+      packedShape(b, loc, v, scaled(b, loc, dimOf(b, loc, v, 2), 1, 2),
+                  b.getIndexAttr(2 * Ev));
+  auto rowT = VectorType::get({Ev}, b.getBF16Type());
+  return perHead(
+      b, loc, v, shape, sizes,
+      [&](OpBuilder &nb, Location l, Value src, Value dst) -> Value {
+        Value c0 = cIndex(nb, l, 0);
+        Value half = tensor::DimOp::create(nb, l, dst, 0);
+        auto rows = scf::ForOp::create(
+            nb, l, c0, half, cIndex(nb, l, 1), ValueRange{dst},
+            [&](OpBuilder &rb, Location l2, Value n2, ValueRange it) {
+              Value n = arith::MulIOp::create(rb, l2, n2, cIndex(rb, l2, 2));
+              Value r0 = readVec(rb, l2, src, ValueRange{n, c0}, rowT);
+              Value r1 =
+                  readVec(rb, l2, src, ValueRange{plus(rb, l2, n, 1), c0}, rowT);
+              Value w = vector::InterleaveOp::create(rb, l2, r0, r1);
+              scf::YieldOp::create(rb, l2, writeVec(rb, l2, w, it[0], {n2, c0}));
+            });
+        return rows.getResult(0);
+      });
+}
+
+Value sliceKeyPairs(OpBuilder &b, Location loc, Value packed, Value bi,
+                    Value hi, Value n0, int64_t E, int64_t Nt) {
+  Value col = arith::MulIOp::create(b, loc, n0, cIndex(b, loc, 2));
+  return slicePairs(b, loc, packed, bi, hi, b.getIndexAttr(0), col, E / 2,
+                    2 * Nt);
+}
+
+Value sliceValuePairs(OpBuilder &b, Location loc, Value packed, Value bi,
+                      Value hi, Value n0, int64_t Nt, int64_t Ev) {
+  Value row = arith::DivUIOp::create(b, loc, n0, cIndex(b, loc, 2));
+  return slicePairs(b, loc, packed, bi, hi, row, b.getIndexAttr(0), Nt / 2,
+                    2 * Ev);
+}
+
+Value buildBf16DotKernel(OpBuilder &b, Location loc,
+                         const BroadcastFmaTiles &t) {
+  Value lhs = lhsAsBf16(b, loc, t);
+  Value dest = t.dest;
+  int64_t chunks = llvm::divideCeil(t.width, kMaxDotChunk);
+  // Near-equal chunks, each a multiple of 4 lanes.
+  int64_t off = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t size = ((t.width - off) / 4 / (chunks - c)) * 4;
+    dest = buildDotChunk(b, loc, t, lhs, dest, off, size);
+    off += size;
+  }
+  return dest;
+}
+
+} // namespace mlir::flex

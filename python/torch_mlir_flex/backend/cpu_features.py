@@ -1,0 +1,42 @@
+"""Host CPU features that choose code paths of the lowering.
+
+`bf16_dot_default()` decides flex-to-flash's `bf16-dot` (AVX512-BF16 dot
+products for bf16 inputs) for the default tiled pipelines: on when the host
+has avx512_bf16 (Linux: the `flags` line of /proc/cpuinfo; elsewhere the
+feature is not detected and the generic path is used), off when
+TORCH_MLIR_FLEX_BF16_DOT=0 (the named pipelines are built when
+torch_mlir_flex is imported; `tiled_pipeline()` reads it on each call).
+The JIT compiles for the host CPU, so the instructions it selects are the
+host's.
+"""
+
+import functools
+import os
+
+BF16_DOT_ENV = "TORCH_MLIR_FLEX_BF16_DOT"
+
+
+@functools.lru_cache(maxsize=None)
+def host_cpu_flags() -> frozenset:
+    """The feature flags of the first CPU in /proc/cpuinfo (empty when there
+    is none to read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def host_has_avx512_bf16() -> bool:
+    return "avx512_bf16" in host_cpu_flags()
+
+
+def bf16_dot_default() -> bool:
+    """Whether the default pipelines use flex-to-flash's bf16-dot."""
+    if os.environ.get(BF16_DOT_ENV, "").strip() == "0":
+        return False
+    return host_has_avx512_bf16()

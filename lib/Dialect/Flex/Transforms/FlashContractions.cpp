@@ -86,12 +86,24 @@ static Value buildQKRows(OpBuilder &b, Location loc, Value q, Value k,
   return loop.getResult(0);
 }
 
+/// The [Mt, Nt] scores scratch, created once per row tile: at the start of
+/// the enclosing scf.forall iteration (private to it), so that the blocks of
+/// the key loop reuse one buffer instead of allocating one each (its
+/// contents are undefined on entry, so bufferization sees no conflict).
+static Value scoreScratch(OpBuilder &b, Location loc, Operation *anchor,
+                          int64_t mt, int64_t nt) {
+  OpBuilder::InsertionGuard g(b);
+  if (auto forall = anchor->getParentOfType<scf::ForallOp>())
+    b.setInsertionPointToStart(forall.getBody());
+  return tensor::EmptyOp::create(b, loc, {mt, nt}, b.getF32Type());
+}
+
 Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
                               const FlashConfig &cfg) {
   Value q = op.getQuery(), k = op.getKey();
   int64_t mt = op.getTileRows(), nt = op.getTileKeys(), e = dimOf(q, 1);
   bool transposed = op.getTransposedKey();
-  Value s = tensor::EmptyOp::create(b, loc, {mt, nt}, b.getF32Type());
+  Value s = scoreScratch(b, loc, op, mt, nt);
   if (op.getPairedKey())
     return buildBf16DotKernel(b, loc, {q, k, s, Value(), mt, e, nt});
   if (cfg.vectorize && transposed)

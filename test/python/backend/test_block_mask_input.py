@@ -191,3 +191,33 @@ def test_dynamic_shapes_on_a_block_mask_is_refused():
     bm = block_mask(causal)
     with pytest.raises(FlexCompileError, match=r"argument 3 \(block_mask\): a BlockMask has static shapes"):
         torch_mlir_flex.compile(Attention(), (*qkv(), bm), dynamic_shapes={"block_mask": {0: Dim("B")}})
+
+
+def test_torch_compile_backend_takes_block_mask_arguments():
+    """Dynamo lifts the BlockMask's tensors (and the mask_mod's captured
+    tensors) to graph inputs itself, and guards on its metadata: a new
+    BLOCK_SIZE recompiles."""
+    from torch_mlir_flex import dynamo
+
+    dynamo.register()
+    torch._dynamo.reset()
+    compiled = torch.compile(Attention(), backend="torch_mlir_flex", dynamic=False)
+    before = dict(dynamo.stats)
+    with torch.no_grad():
+        for d in (docs(40, 50, 38), docs(70, 10, 48)):
+            check(compiled, Attention(), *qkv(), block_mask(same_doc(d)))
+        assert dynamo.stats["compiled"] - before.get("compiled", 0) == 1
+        check(compiled, Attention(), *qkv(), block_mask(causal, block=32))
+    assert dynamo.stats["compiled"] - before.get("compiled", 0) == 2
+    assert dynamo.stats["eager"] == before.get("eager", 0)
+
+
+def test_composed_mask_mod_with_captured_documents():
+    """and_masks nests the user's closures: their tensors are inputs too."""
+    from torch.nn.attention.flex_attention import and_masks
+
+    def make(d):
+        return block_mask(and_masks(causal, same_doc(d)))
+
+    fn = torch_mlir_flex.compile(Attention(), (*qkv(), make(docs(50, 78))), backend="tiled")
+    check(fn, Attention(), *qkv(seed=7), make(docs(30, 30, 68)))

@@ -53,7 +53,8 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
     for i, a in enumerate(example_args):
         if not isinstance(a, torch.Tensor):
             raise FlexCompileError(
-                "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments are supported")
+                "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments are "
+                          "supported (and BlockMask ones, which compile() flattens)")
     try:
         # Inference only: flex_attention refuses to trace a backward on CPU
         # when parameters require grad.

@@ -221,3 +221,9 @@ def test_composed_mask_mod_with_captured_documents():
 
     fn = torch_mlir_flex.compile(Attention(), (*qkv(), make(docs(50, 78))), backend="tiled")
     check(fn, Attention(), *qkv(seed=7), make(docs(30, 30, 68)))
+
+
+def test_block_mask_for_another_batch_is_refused_by_shape(causal_fn):
+    with pytest.raises(FlexCompileError, match=r"call: argument 3 \(block_mask_kv_num_blocks\): "
+                                               r"expected shape \[1x1x2\], got \[2, 1, 2\]"):
+        causal_fn(*qkv(), block_mask(causal, B=2))

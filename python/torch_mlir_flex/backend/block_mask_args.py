@@ -62,10 +62,12 @@ class _MaskSlot:
         import torch
 
         self.index, self.name = index, name
-        self.leaves, self.context = _flatten(bm, "export")
+        leaves, self.context = _flatten(bm, "export")
         self.attrs = _tensor_attrs(self.context)
-        self.is_tensor = [isinstance(x, torch.Tensor) for x in self.leaves]
-        self.leaf_names = [self._leaf_name(i) for i in range(len(self.leaves))]
+        self.is_tensor = [isinstance(x, torch.Tensor) for x in leaves]
+        self.leaf_names = [self._leaf_name(i) for i in range(len(leaves))]
+        # Non-tensor leaves (closure values) are kept; tensors are inputs.
+        self.leaves = [None if t else x for x, t in zip(leaves, self.is_tensor)]
 
     def _leaf_name(self, i: int) -> str:
         if i < len(self.attrs):
@@ -111,9 +113,11 @@ class _MaskSlot:
         import torch
 
         for i, (x, old) in enumerate(zip(leaves[len(self.attrs):], self.leaves[len(self.attrs):])):
-            if isinstance(x, torch.Tensor) != isinstance(old, torch.Tensor):
-                self._fail(f"mask_mod capture {i} is a {type(x).__name__}, compiled with a {type(old).__name__}")
-            if not isinstance(x, torch.Tensor) and not _same_value(x, old):
+            compiled_tensor = self.is_tensor[len(self.attrs) + i]
+            if isinstance(x, torch.Tensor) != compiled_tensor:
+                self._fail(f"mask_mod capture {i} is a {type(x).__name__}, compiled with "
+                           f"{'a Tensor' if compiled_tensor else repr(old)}")
+            if not compiled_tensor and not _same_value(x, old):
                 self._fail(f"mask_mod capture {i} is {x!r}, compiled with {old!r} (non-tensor values the "
                            "mask_mod closes over are compile-time constants)")
 
@@ -139,7 +143,6 @@ class ArgLayout:
         self.names = list(names)
         self.slots = {i: _MaskSlot(i, self.names[i], a) for i, a in enumerate(example_args)
                       if isinstance(a, bm_type)}
-        self.example = self._split(example_args, lambda slot, bm: slot.tensors(slot.leaves))
 
     def _split(self, args, tensors_of) -> Tuple[Any, ...]:
         flat = []
@@ -155,6 +158,9 @@ class ArgLayout:
             slot = self.slots.get(i)
             names.extend([m for m, t in zip(slot.leaf_names, slot.is_tensor) if t] if slot else [n])
         return _unique(names)
+
+    def flatten_example(self, args) -> Tuple[Any, ...]:
+        return self._split(args, lambda slot, bm: slot.tensors(_flatten(bm, "export")[0]))
 
     def flatten_call(self, args) -> Tuple[Any, ...]:
         if len(args) != self.num_args:

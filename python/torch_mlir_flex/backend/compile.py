@@ -283,7 +283,7 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         example_args = (example_args,)
     layout = arg_layout(model, tuple(example_args)) if callable(model) else None
     if layout is not None:  # BlockMask arguments become tensors (block_mask_args.py)
-        model, example_args = layout.wrap(model), layout.example
+        model, example_args = layout.wrap(model), layout.flatten_example(example_args)
         dynamic_shapes = layout.dynamic_shapes(dynamic_shapes)
     example_args = unalias(tuple(example_args))
     ep = export_model(model, example_args, dynamic_shapes)

@@ -99,6 +99,8 @@ def test_sliding_window(backend):
     with pytest.raises(FlexCompileError, match=r"argument 3 \(block_mask\): mask_mod capture 0 is 40, "
                                                r"compiled with 20"):
         fn(*qkv(), block_mask(sliding(40), block=32))
+    with pytest.raises(FlexCompileError, match=r"mask_mod capture 0 is a Tensor, compiled with 20"):
+        fn(*qkv(), block_mask(sliding(torch.tensor(20)), block=32))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

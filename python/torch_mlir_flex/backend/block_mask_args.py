@@ -219,12 +219,16 @@ class ArgLayout:
         return dict(zip(self.flat_names, flat))
 
 
-def arg_layout(model, example_args: Sequence[Any]) -> Optional[ArgLayout]:
-    """An ArgLayout when `example_args` holds a BlockMask, else None."""
+def flatten_block_masks(model, example_args: Sequence[Any], dynamic_shapes=None):
+    """(model, example args, dynamic_shapes, layout) for torch.export: with
+    every BlockMask argument flattened, or unchanged with layout None when
+    there is none (or `model` is not callable: export reports that)."""
     bm_type = _block_mask_type()
-    if not any(isinstance(a, bm_type) for a in example_args):
-        return None
-    return ArgLayout(example_args, argument_names(model, len(example_args)))
+    if not callable(model) or not any(isinstance(a, bm_type) for a in example_args):
+        return model, tuple(example_args), dynamic_shapes, None
+    layout = ArgLayout(example_args, argument_names(model, len(example_args)))
+    return (layout.wrap(model), layout.flatten_example(example_args), layout.dynamic_shapes(dynamic_shapes),
+            layout)
 
 
 def argument_names(model, n: int) -> List[str]:

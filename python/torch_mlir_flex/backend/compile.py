@@ -23,7 +23,7 @@ has no lowering ...``; the original exception is chained as ``__cause__``.
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
-from .block_mask_args import arg_layout
+from .block_mask_args import flatten_block_masks
 from .errors import FlexBackendError, FlexCompileError
 from .jit import JitFunction
 from ..log import timed
@@ -281,11 +281,9 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
-    layout = arg_layout(model, tuple(example_args)) if callable(model) else None
-    if layout is not None:  # BlockMask arguments become tensors (block_mask_args.py)
-        model, example_args = layout.wrap(model), layout.flatten_example(example_args)
-        dynamic_shapes = layout.dynamic_shapes(dynamic_shapes)
-    example_args = unalias(tuple(example_args))
+    # BlockMask arguments become tensors (block_mask_args.py).
+    model, example_args, dynamic_shapes, layout = flatten_block_masks(model, example_args, dynamic_shapes)
+    example_args = unalias(example_args)
     ep = export_model(model, example_args, dynamic_shapes)
     out_spec = ep.call_spec.out_spec
     arg_specs = _user_input_specs(ep, example_args)

@@ -229,3 +229,37 @@ def test_block_mask_for_another_batch_is_refused_by_shape(causal_fn):
     with pytest.raises(FlexCompileError, match=r"call: argument 3 \(block_mask_kv_num_blocks\): "
                                                r"expected shape \[1x1x2\], got \[2, 1, 2\]"):
         causal_fn(*qkv(), block_mask(causal, B=2))
+
+
+CLI_MODEL_FILE = '''
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+def same_doc(doc):
+    def mask(b, h, q, kv):
+        return doc[q] == doc[kv]
+    return mask
+class M(torch.nn.Module):
+    def forward(self, q, k, v, block_mask):
+        return flex_attention(q, k, v, block_mask=block_mask)
+def get_model():
+    return M()
+def get_inputs():
+    doc = torch.sort(torch.randint(0, 3, (64,))).values
+    bm = create_block_mask(same_doc(doc), None, None, 64, 64, device="cpu", BLOCK_SIZE=32)
+    return (*(torch.randn(1, 2, 64, 8) for _ in range(3)), bm)
+'''
+
+
+def test_cli_runs_a_model_file_with_a_block_mask_input(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "model.py").write_text(CLI_MODEL_FILE)
+    env = dict(os.environ)
+    py = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+    env["PYTHONPATH"] = py + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-m", "torch_mlir_flex", "compile", str(tmp_path / "model.py"), "--run"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.rstrip().endswith("OK")

@@ -189,6 +189,13 @@ def test_wrong_argument_count(causal_fn):
         causal_fn(*qkv())
 
 
+def test_dynamic_sequence_length_with_a_block_mask_is_refused_by_export():
+    S_ = Dim("S", min=2, max=256)
+    spec = {"q": {2: S_}, "k": {2: S_}, "v": {2: S_}, "block_mask": None}
+    with pytest.raises(FlexCompileError, match=r"(?s)export: .*specialized it to be a constant \(128\)"):
+        torch_mlir_flex.compile(Attention(), (*qkv(), block_mask(causal)), dynamic_shapes=spec)
+
+
 def test_dynamic_shapes_on_a_block_mask_is_refused():
     bm = block_mask(causal)
     with pytest.raises(FlexCompileError, match=r"argument 3 \(block_mask\): a BlockMask has static shapes"):

@@ -207,6 +207,9 @@ class ArgLayout:
                 raise FlexCompileError("export", f"dynamic_shapes names {sorted(unknown)}, which are not "
                                                  f"arguments of the model ({', '.join(self.names)})")
             spec = [spec.get(n) for n in self.names]
+        if not isinstance(spec, (list, tuple)):
+            raise FlexCompileError("export", f"dynamic_shapes is a {type(spec).__name__}; expected a dict by "
+                                             "argument name or a tuple by position")
         if len(spec) != self.num_args:
             raise FlexCompileError("export", f"dynamic_shapes has {len(spec)} entries for {self.num_args} arguments")
         flat = []

@@ -8,7 +8,8 @@ Model files (`.py`) define two functions:
     def get_model():  -> torch.nn.Module      (or any callable on tensors)
     def get_inputs(): -> tuple of torch.Tensor (example inputs; draw them
                          from torch.randn & co: --run calls it again after
-                         seeding torch to get fresh random inputs)
+                         seeding torch to get fresh random inputs; a
+                         BlockMask may be among them, see docs/runtime.md)
 
 and optionally `get_dynamic_shapes()` (passed to torch.export) and
 `TOLERANCE = dict(rtol=..., atol=...)` for --run. `.mlir` files hold either
@@ -114,19 +115,22 @@ def _call(ns, name, path):
 
 def _inputs(ns, path, seed=None):
     import torch
+    from torch.nn.attention.flex_attention import BlockMask
 
     if seed is not None:
         torch.manual_seed(seed)
     inputs = _call(ns, "get_inputs", path)
     if isinstance(inputs, torch.Tensor):
         inputs = (inputs,)
-    if not isinstance(inputs, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in inputs):
-        raise CliError(f"{path}: get_inputs() must return a tuple of torch.Tensor")
+    if not isinstance(inputs, (tuple, list)) or not all(isinstance(t, (torch.Tensor, BlockMask)) for t in inputs):
+        raise CliError(f"{path}: get_inputs() must return a tuple of torch.Tensor (or BlockMask)")
     return tuple(inputs)
 
 
 def _compile_model_file(path, args):
     import torch
+
+    from .backend.block_mask_args import flatten_block_masks
 
     c = _stages()
 
@@ -138,14 +142,15 @@ def _compile_model_file(path, args):
     inputs = _inputs(ns, path)
     dyn = _call(ns, "get_dynamic_shapes", path) if callable(ns.get("get_dynamic_shapes")) else None
     want = set(args.print_after)
-    ep = c.export_model(model, inputs, dyn)
+    flat_model, flat_inputs, dyn, layout = flatten_block_masks(model, inputs, dyn)
+    ep = c.export_model(flat_model, flat_inputs, dyn)
     tm = c.import_model(ep)
     if "torch" in want:
         _print_stage("torch", str(tm))
     linalg = c.to_linalg(tm)
     if "linalg" in want:
         _print_stage("linalg", linalg)
-    return _finish(linalg, args, model=model, ns=ns, path=path, ep=ep)
+    return _finish(linalg, args, model=model, ns=ns, path=path, ep=ep, layout=layout)
 
 
 def _compile_mlir_file(path, args):
@@ -172,7 +177,7 @@ def _new_context():
     return ir.Context()
 
 
-def _finish(linalg_or_flex, args, model=None, ns=None, path=None, ep=None):
+def _finish(linalg_or_flex, args, model=None, ns=None, path=None, ep=None, layout=None):
     c = _stages()
 
     want = set(args.print_after)
@@ -189,7 +194,7 @@ def _finish(linalg_or_flex, args, model=None, ns=None, path=None, ep=None):
         _print_stage("llvm", str(fn.lowered))
     if not args.run:
         return 0
-    return _run(fn, args, model, ns, path, ep)
+    return _run(fn, args, model, ns, path, ep, layout)
 
 
 def _random_like(t, dim_size):
@@ -208,7 +213,7 @@ def _random_like(t, dim_size):
     return torch.randint(0, 4, shape, dtype=dt)
 
 
-def _run(fn, args, model, ns, path, ep):
+def _run(fn, args, model, ns, path, ep, layout=None):
     import torch
 
     from .backend import FlexBackendError
@@ -224,7 +229,8 @@ def _run(fn, args, model, ns, path, ep):
             print(f"result {i}: {r.dtype} {list(r.shape)}  mean={r.double().mean().item():.6g}")
         return 0
     compiled = CompiledModule(jit_function=fn, backend=args.backend, func_name=args.func, torch_ir=None,
-                              linalg_ir=None, flex_ir="", exported_program=ep, out_spec=ep.call_spec.out_spec)
+                              linalg_ir=None, flex_ir="", exported_program=ep, out_spec=ep.call_spec.out_spec,
+                              arg_layout=layout)
     inputs = _inputs(ns, path, seed=args.seed + 1)
     with torch.no_grad():
         try:

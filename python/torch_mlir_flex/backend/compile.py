@@ -23,6 +23,7 @@ has no lowering ...``; the original exception is chained as ``__cause__``.
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
+from .block_mask_args import flatten_block_masks
 from .errors import FlexBackendError, FlexCompileError
 from .jit import JitFunction
 from ..log import timed
@@ -52,7 +53,8 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
     for i, a in enumerate(example_args):
         if not isinstance(a, torch.Tensor):
             raise FlexCompileError(
-                "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments are supported")
+                "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments are "
+                          "supported (and BlockMask ones, which compile() flattens)")
     try:
         # Inference only: flex_attention refuses to trace a backward on CPU
         # when parameters require grad.
@@ -211,7 +213,7 @@ class CompiledModule:
 
     def __init__(self, *, jit_function: JitFunction, backend: str, func_name: str,
                  torch_ir: Optional[str], linalg_ir: Optional[str], flex_ir: str,
-                 exported_program=None, arg_specs=None, out_spec=None):
+                 exported_program=None, arg_specs=None, out_spec=None, arg_layout=None):
         self.jit_function = jit_function
         self.backend = backend
         self.func_name = func_name
@@ -222,6 +224,7 @@ class CompiledModule:
         self.exported_program = exported_program
         self._arg_specs = arg_specs  # [(name, torch.dtype)]
         self._out_spec = out_spec
+        self._arg_layout = arg_layout  # BlockMask arguments (block_mask_args.py)
         self._loops_ir = None
 
     def loops_ir(self) -> str:
@@ -234,6 +237,8 @@ class CompiledModule:
         return len(self.jit_function.arg_types)
 
     def __call__(self, *args):
+        if self._arg_layout is not None:
+            args = self._arg_layout.flatten_call(args)
         # JitFunction checks the arguments (count, dtype, shape, shared dims)
         # and raises FlexCompileError('call', ...) itself.
         try:
@@ -256,12 +261,15 @@ class CompiledModule:
 def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,
             func_name: str = "main", opt_level: int = 2) -> CompiledModule:
     """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
-    of tensors, or one tensor) with the lowering pipeline `backend`
+    of tensors and BlockMasks, or one tensor) with the lowering pipeline `backend`
     ("reference", "tiled", ... see `backend.pipelines.PIPELINES`).
 
     `dynamic_shapes` is passed to `torch.export.export`, e.g.
     ``{"q": {2: Dim("S")}, ...}``; dims that stay dynamic become ``?`` in the
     IR and the callable accepts any size there.
+    A BlockMask argument is flattened: its tensors and the tensors its
+    mask_mod closes over are runtime inputs; the callable takes a BlockMask
+    there whose seq_lengths, BLOCK_SIZE and mask_mod match (docs/runtime.md).
     `opt_level` is LLVM's optimization level for the JIT (0-3); whole models
     with weights as constants JIT much faster at 0.
     Returns a `CompiledModule`; raises `FlexCompileError`."""
@@ -273,7 +281,9 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
-    example_args = unalias(tuple(example_args))
+    # BlockMask arguments become tensors (block_mask_args.py).
+    model, example_args, dynamic_shapes, layout = flatten_block_masks(model, example_args, dynamic_shapes)
+    example_args = unalias(example_args)
     ep = export_model(model, example_args, dynamic_shapes)
     out_spec = ep.call_spec.out_spec
     arg_specs = _user_input_specs(ep, example_args)
@@ -288,7 +298,7 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
-                          arg_specs=arg_specs, out_spec=out_spec)
+                          arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout)
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",

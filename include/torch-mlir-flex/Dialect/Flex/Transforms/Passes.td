@@ -30,14 +30,25 @@ def FlexToLoops : Pass<"flex-to-loops", "func::FuncOp"> {
 def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
   let summary = "Tile flex.attention on tensors into a flash-style online-softmax loop nest";
   let description = [{
-    Replaces each flex.attention on tensors by an `scf.forall` over
-    (B, Hq, M-tiles) whose body runs an `scf.for` over N-tiles carrying the
-    online-softmax state (row max [Mt], row sum [Mt], f32 accumulator
-    [Mt, Ev]). Per N-tile: S = Q·Kᵀ (linalg.generic contraction, E whole),
-    scale, score_mod then mask_mod inlined into one elementwise
-    linalg.generic on global indices, row max / rescale / exp / row sum,
-    and the P·V accumulation. Only tiles are allocated (plus padded copies
-    of Q/K/V when M or N is not a multiple of the tile, and Kᵀ).
+    Replaces each flex.attention on tensors by a flash-style loop nest,
+    in stages (docs/tiled-lowering.md; each stage is a builder in
+    lib/Dialect/Flex/Transforms/Flash*.cpp and has its own lit test):
+
+    1. K/V padded to whole key blocks, Kᵀ transposed once (per batch and
+       kv head, in an scf.forall);
+    2. (B, Hq, M) tiled with tile sizes (1, 1, Mt) through flex.attention's
+       TilingInterface (upstream SCF tiling) into an `scf.forall`;
+    3. each row tile rewritten (flex-decompose-attention-tile) into the
+       online-softmax state (row max [Mt], row sum [Mt], f32 accumulator
+       [Mt, Ev]), an `scf.for` over key blocks of `flex.online_attention`
+       and the normalization;
+    4. each flex.online_attention rewritten
+       (flex-decompose-online-attention) into S = Q·Kᵀ, the scale /
+       score_mod / mask_mod tile op on global indices, the softmax update
+       (row max, correction, exp, row sum) and acc = acc·corr + P·V.
+
+    Only tiles are allocated (plus padded copies of K/V when N is not a
+    multiple of the block, padded Q rows of a partial row tile, and Kᵀ).
 
     Block sparsity: when the mask_mod region is built from affine index
     arithmetic, cmpi, andi/ori/xori, the pass classifies each

@@ -18,7 +18,12 @@
 // CHECK: } : tensor<?x16xf32> to tensor<16x16xf32>
 // CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 8, 0]
 // CHECK: %[[KV:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 8, 0]
-// CHECK: linalg.transpose ins(%{{.*}} : tensor<48x16xf32>) outs(%{{.*}} : tensor<16x48xf32>)
+// K^T in 16 x 16 vector blocks (f32, E and Nt multiples of 16):
+// CHECK: scf.for %{{.*}} = %c0 to %c48 step %c16 iter_args(%{{.*}}) -> (tensor<16x48xf32>)
+// CHECK-COUNT-16: vector.transfer_read {{.*}} : tensor<48x16xf32>, vector<16xf32>
+// CHECK: vector.to_elements
+// CHECK: vector.from_elements
+// CHECK: vector.transfer_write {{.*}}[%c0, %{{.*}}] {{.*}} : vector<16xf32>, tensor<16x48xf32>
 // CHECK: scf.for %[[J:.*]] = %c0 to %c3 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
 // CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
 // CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %{{.*}} : index

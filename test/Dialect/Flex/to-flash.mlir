@@ -72,6 +72,13 @@
 // No tensor of size B*H*M*N:
 // CHECK-NOT: tensor<1x4x128x128xf32>
 // VEC-LABEL: func.func @causal
+// K^T as 16 x 16 vector blocks, one transpose per block:
+// VEC: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}}) -> (tensor<1x4x32x128xf32>)
+// VEC: scf.for %{{.*}} = %c0 to %c128 step %c16 iter_args(%{{.*}}) -> (tensor<32x128xf32>)
+// VEC: scf.for %{{.*}} = %c0 to %c32 step %c16 iter_args(%{{.*}}) -> (tensor<32x128xf32>)
+// VEC-COUNT-16: vector.transfer_read {{.*}} : tensor<128x32xf32>, vector<16xf32>
+// VEC: vector.from_elements
+// VEC-COUNT-16: vector.transfer_write {{.*}} : vector<16xf32>, tensor<32x128xf32>
 // VEC: scf.for %[[MB:.*]] = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
 // VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
 // VEC: vector.transfer_read {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<64xf32>

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::flex;
@@ -40,8 +41,60 @@ static Value padKeys(OpBuilder &b, Location loc, Value src, Value n,
                                src, low, high, zero);
 }
 
-/// [Bkv, Hkv, Np, E] -> [Bkv, Hkv, E, Np], one transpose per (batch, head).
-static Value transposeKeys(OpBuilder &b, Location loc, Value k) {
+/// dst[E, Np] = src[Np, E]^T for f32 with E and Np multiples of 16: per
+/// 16 x 16 block, 16 vector row reads, a vector.transpose (canonicalized
+/// into element moves between the row vectors, which LLVM turns into
+/// shuffles) and 16 vector row writes, instead of an element-by-element
+/// copy of strided scalars (measured 20-30% of a 16-row query over 4096
+/// keys).
+static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
+                               Value dst, int64_t e) {
+  constexpr int64_t kB = 16;
+  auto rowTy = VectorType::get({kB}, b.getF32Type());
+  auto blockTy = VectorType::get({kB, kB}, b.getF32Type());
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value step = arith::ConstantIndexOp::create(b, loc, kB);
+  Value np = tensor::DimOp::create(b, loc, src, 0);
+  Value pad = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  auto idx = [&](OpBuilder &nb, Location l, Value base, int64_t i) -> Value {
+    return arith::AddIOp::create(nb, l, base,
+                                 arith::ConstantIndexOp::create(nb, l, i));
+  };
+  auto nLoop = scf::ForOp::create(
+      b, loc, c0, np, step, ValueRange{dst},
+      [&](OpBuilder &nb, Location l, Value n0, ValueRange nIt) {
+        auto eLoop = scf::ForOp::create(
+            nb, l, c0, arith::ConstantIndexOp::create(nb, l, e), step, nIt,
+            [&](OpBuilder &eb, Location el, Value e0, ValueRange it) {
+              Value block = arith::ConstantOp::create(
+                  eb, el, DenseElementsAttr::get(blockTy, eb.getF32FloatAttr(0)));
+              for (int64_t i = 0; i < kB; ++i) {
+                Value row = vector::TransferReadOp::create(
+                    eb, el, rowTy, src, ValueRange{idx(eb, el, n0, i), e0}, pad,
+                    ArrayRef<bool>{true});
+                block = vector::InsertOp::create(eb, el, row, block, i);
+              }
+              Value tr = vector::TransposeOp::create(eb, el, block,
+                                                     ArrayRef<int64_t>{1, 0});
+              Value out = it[0];
+              for (int64_t j = 0; j < kB; ++j) {
+                Value row = vector::ExtractOp::create(eb, el, tr, j);
+                out = vector::TransferWriteOp::create(
+                          eb, el, row, out, ValueRange{idx(eb, el, e0, j), n0},
+                          ArrayRef<bool>{true})
+                          .getResult();
+              }
+              scf::YieldOp::create(eb, el, out);
+            });
+        scf::YieldOp::create(nb, l, eLoop.getResults());
+      });
+  return nLoop.getResult(0);
+}
+
+/// [Bkv, Hkv, Np, E] -> [Bkv, Hkv, E, Np], one transpose per (batch, head);
+/// `blocks16` when f32 with E and Np multiples of 16 (vector blocks).
+static Value transposeKeys(OpBuilder &b, Location loc, Value k,
+                           bool blocks16) {
   auto t = cast<RankedTensorType>(k.getType());
   Type elt = t.getElementType();
   int64_t np = t.getDimSize(2), e = t.getDimSize(3);
@@ -67,9 +120,10 @@ static Value transposeKeys(OpBuilder &b, Location loc, Value k) {
   Value dst = tensor::ExtractSliceOp::create(
       b, loc, RankedTensorType::get({e, np}, elt), dest, {bi, hi, zero, zero},
       {one, one, eA, npA}, unit);
-  Value tr = linalg::TransposeOp::create(b, loc, src, dst,
-                                         ArrayRef<int64_t>{1, 0})
-                 .getResult()[0];
+  Value tr = blocks16 ? transposeBlocks16(b, loc, src, dst, e)
+                      : linalg::TransposeOp::create(b, loc, src, dst,
+                                                    ArrayRef<int64_t>{1, 0})
+                            .getResult()[0];
   b.setInsertionPointToEnd(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(
       b, loc, tr, dest, ArrayRef<OpFoldResult>{bi, hi, zero, zero},
@@ -108,7 +162,11 @@ KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
     layout.transposedKey = false;
     layout.keys = packKeyPairs(b, loc, layout.keys, nt);
   } else if (layout.transposedKey) {
-    layout.keys = transposeKeys(b, loc, layout.keys);
+    // Np is a multiple of Nt.
+    int64_t e = kTy.getDimSize(3);
+    bool blocks16 = cfg.vectorize && kTy.getElementType().isF32() &&
+                    e % 16 == 0 && nt % 16 == 0;
+    layout.keys = transposeKeys(b, loc, layout.keys, blocks16);
   }
   return layout;
 }

@@ -496,7 +496,7 @@ func.func @kv_group_size_type(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>
 
 func.func @non_index_offsets(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>, %i: i32) {
   // expected-error @+1 {{operand #3 must be variadic of index}}
-  %r = "flex.attention"(%q, %k, %v, %i, %i, %i, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 3, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, i32, i32, i32, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %i, %i, %i, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 3, 0, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, i32, i32, i32, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -504,7 +504,7 @@ func.func @non_index_offsets(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>,
 
 func.func @segment_sizes(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{operand count (4) does not match with the total size (5) specified in attribute 'operandSegmentSizes'}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 1, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -512,7 +512,7 @@ func.func @segment_sizes(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v:
 
 func.func @region_count(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{expected 2 regions}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -520,7 +520,7 @@ func.func @region_count(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: 
 
 func.func @missing_scale_generic(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{requires attribute 'scale'}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0>}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -528,7 +528,7 @@ func.func @missing_scale_generic(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf
 
 func.func @non_shaped_query(%q: f32, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{operand #0 must be shaped of any type values}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (f32, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (f32, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 

@@ -548,3 +548,131 @@ func.func @kv_group_size_offset_out_of_range(%q: tensor<1x2x16x8xf32>, %k: tenso
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x16x8xf32>, tensor<1x1x16x8xf32>, tensor<1x1x16x8xf32>) offsets(%i, %h0, %i) outs(%o : tensor<1x2x16x8xf32>) scale(0.125) {kv_group_size = 2 : i64} -> tensor<1x2x16x8xf32>
   return
 }
+
+// -----
+
+func.func @blocks_num_rank(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected kv_num_blocks to be ranked with rank 3 [B, H, MB], got 'tensor<2x2xi32>'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_idx_rank(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2xi32>) {
+  // expected-error @+1 {{expected kv_indices to be ranked with rank 4 [B, H, MB, NB], got 'tensor<1x2x2xi32>'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_elt(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xf32>) {
+  // expected-error @+1 {{expected kv_indices element type i32 or i64, got 'f32'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xf32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_pair_dims(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x3x2xi32>) {
+  // expected-error @+1 {{kv_num_blocks and kv_indices differ in dimension 2 (2 vs 3)}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x3x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_full_dims(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>, %fn: tensor<1x1x2xi32>, %fi: tensor<1x1x2x2xi32>) {
+  // expected-error @+1 {{kv_num_blocks and full_kv_num_blocks differ in dimension 1 (2 vs 1)}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) full_kv_blocks(%fn, %fi : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_full_rank(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected full_kv_indices to be ranked with rank 4 [B, H, MB, NB], got 'tensor<1x2x2xi32>'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) full_kv_blocks(%n, %n : tensor<1x2x2xi32>, tensor<1x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_batch(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<3x2x2xi32>, %i: tensor<3x2x2x2xi32>) {
+  // expected-error @+1 {{block tensors have batch extent 3; expected 1 or the query's 1}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<3x2x2xi32>, tensor<3x2x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_heads(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x4x2xi32>, %i: tensor<1x4x2x2xi32>) {
+  // expected-error @+1 {{block tensors have head extent 4; expected 1 or the query's 2}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x4x2xi32>, tensor<1x4x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_cover(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{block tensors cover 2 query blocks of 16 rows, fewer than M = 64}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [16, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_no_sizes(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{kv_blocks require block_sizes [QBS, KVBS]}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_sizes_positive(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{block_sizes must be two positive integers [QBS, KVBS]}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 0] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_sizes_count(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{block_sizes must be two positive integers [QBS, KVBS]}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_sizes_alone(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>) {
+  // expected-error @+1 {{block_sizes given without kv_blocks}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_mixed_kinds(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: memref<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected all shaped operands to be ranked tensors or all to be memrefs}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : memref<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_full_without_idx(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected both full_kv_num_blocks and full_kv_indices, or neither}}
+  %r = "flex.attention"(%q, %k, %v, %n, %i, %n, %o) <{block_sizes = array<i64: 32, 32>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x2xi32>, tensor<1x2x2x2xi32>, tensor<1x2x2xi32>, tensor<1x2x64x8xf32>) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_num_without_idx(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>) {
+  // expected-error @+1 {{expected both kv_num_blocks and kv_indices}}
+  %r = "flex.attention"(%q, %k, %v, %n, %o) <{block_sizes = array<i64: 32, 32>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x2xi32>, tensor<1x2x64x8xf32>) -> tensor<1x2x64x8xf32>
+  return
+}

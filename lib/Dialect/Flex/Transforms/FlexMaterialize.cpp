@@ -163,13 +163,15 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
 
   // Operands and results.
   int64_t expectedOperands = 3 + *numScore + *numMask + *numBlock;
-  if (static_cast<int64_t>(call.getNumOperands()) != expectedOperands)
-    return err() << "expected " << expectedOperands
-                 << " operands (q, k, v, " << *numScore
-                 << " score buffer(s), " << *numMask << " mask buffer(s), "
-                 << *numBlock << " block tensor(s)), got "
-                 << call.getNumOperands(),
-           failure();
+  if (static_cast<int64_t>(call.getNumOperands()) != expectedOperands) {
+    InFlightDiagnostic diag = err() << "expected " << expectedOperands
+                                    << " operands (q, k, v, " << *numScore
+                                    << " score buffer(s), " << *numMask
+                                    << " mask buffer(s)";
+    if (*numBlock)
+      diag << ", " << *numBlock << " block tensor(s)";
+    return diag << "), got " << call.getNumOperands(), failure();
+  }
   if (call.getNumResults() != 3)
     return err() << "expected 3 results (output, logsumexp, max_scores), got "
                  << call.getNumResults(),

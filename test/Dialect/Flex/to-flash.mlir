@@ -312,3 +312,18 @@ func.func @head_dim_80(%q: tensor<1x1x64x80xf32>, %k: tensor<1x1x64x80xf32>, %v:
       outs(%o : tensor<1x1x64x80xf32>) scale(0.125) -> tensor<1x1x64x80xf32>
   return %r : tensor<1x1x64x80xf32>
 }
+
+// -----
+
+// Block tensors (kv_blocks): not tiled yet, left for flex-to-loops with a
+// remark.
+// CHECK-LABEL: func.func @block_tensors
+// CHECK: flex.attention ins({{.+}}) kv_blocks(
+// CHECK-NOT: scf.forall
+func.func @block_tensors(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: tensor<1x2x64x16xf32>, %n: tensor<1x1x2xi32>, %i: tensor<1x1x2x2xi32>) -> tensor<1x2x64x16xf32> {
+  %o = tensor.empty() : tensor<1x2x64x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>)
+      kv_blocks(%n, %i : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) block_sizes [32, 32]
+      outs(%o : tensor<1x2x64x16xf32>) scale(0.25) -> tensor<1x2x64x16xf32>
+  return %r : tensor<1x2x64x16xf32>
+}

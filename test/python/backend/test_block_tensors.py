@@ -225,3 +225,18 @@ def test_topk_selection_inside_forward(backend):
         want = torch.compile(model, dynamic=False)(*qkv)
     fn = torch_mlir_flex.compile(model, qkv, backend=backend)
     _close(fn(*qkv), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_count_out_of_range_is_reported(backend):
+    """A count larger than the row of indices (torch.compile would read past
+    it) raises after the call; the lowering clamps, never reads out of
+    bounds."""
+    num = torch.tensor([[[1, 3]]], dtype=torch.int32)  # NB = 2
+    idx = torch.tensor([[[[0, 1], [1, 0]]]], dtype=torch.int32)
+    bm = BlockMask.from_kv_blocks(num, idx, BLOCK_SIZE=32, seq_lengths=(64, 64))
+    qkv = _qkv(1, 1, 64, 16)
+    fn = torch_mlir_flex.compile(_Attend(bm), qkv, backend=backend)
+    with pytest.raises(torch_mlir_flex.FlexRuntimeError,
+                       match=r"kv_num_blocks value 3 at query block 1 is out of range \[0, 2\]"):
+        fn(*qkv)

@@ -1,8 +1,9 @@
 //===- BlockTensors.cpp - BlockMask tensors of flex.attention -------------===//
 //
-// Verifier of the kv_blocks / full_kv_blocks operands and block_sizes, and
-// the builder that classifies a (query block, kv block) pair as full,
-// partial or unlisted by scanning the row's block indices.
+// Verifier of the kv_blocks / full_kv_blocks operands and block_sizes, the
+// builder that classifies a (query block, kv block) pair as full, partial or
+// unlisted by scanning the row's block indices, and the runtime checks of
+// the block tensors (counts, dynamic extents) for flex-insert-checks.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
@@ -224,4 +225,87 @@ Value mlir::flex::combineBlockStatus(OpBuilder &b, Location loc,
   if (maskKeep)
     keep = arith::AndIOp::create(b, loc, keep, maskKeep);
   return arith::OrIOp::create(b, loc, status.full, keep);
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime checks
+//===----------------------------------------------------------------------===//
+
+static Value asI64(OpBuilder &b, Location loc, Value index) {
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
+}
+
+/// flex.check that every count of `num` lies in [0, NB of `idx`].
+static void checkCounts(OpBuilder &b, Location loc, Value num, Value idx,
+                        StringRef name) {
+  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+  Value nb = dimValue(b, loc, idx, 3);
+  SmallVector<Value> ubs = {dimValue(b, loc, num, 0), dimValue(b, loc, num, 1),
+                            dimValue(b, loc, num, 2)};
+  std::string msg = (name + " value {0} at query block {1} is out of range "
+                            "[0, {2}] (the number of blocks in the indices)")
+                        .str();
+  scf::buildLoopNest(
+      b, loc, {c0, c0, c0}, ubs, {c1, c1, c1},
+      [&](OpBuilder &lb, Location l, ValueRange ivs) {
+        Value count = loadIndex(lb, l, num, ivs);
+        Value ge = arith::CmpIOp::create(lb, l, arith::CmpIPredicate::sge,
+                                         count, cIndex(lb, l, 0));
+        Value le = arith::CmpIOp::create(lb, l, arith::CmpIPredicate::sle,
+                                         count, nb);
+        Value ok = arith::AndIOp::create(lb, l, ge, le);
+        CheckOp::create(lb, l, ok, msg,
+                        ValueRange{asI64(lb, l, count), asI64(lb, l, ivs[2]),
+                                   asI64(lb, l, nb)});
+      });
+}
+
+/// flex.check of the shape rules the verifier could not decide statically
+/// (dynamic extents): batch/head extents 1 or equal, MB * QBS >= M.
+static void checkDynamicExtents(OpBuilder &b, Location loc, AttentionOp op) {
+  Value num = op.getKvNumBlocks(), q = op.getQuery();
+  auto numTy = cast<ShapedType>(num.getType());
+  auto qTy = op.getQueryType();
+  auto eq = [&](Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+  };
+  for (auto [d, name] : {std::pair<int, StringRef>(0, "batch"), {1, "head"}}) {
+    if (!numTy.isDynamicDim(d) && !qTy.isDynamicDim(d))
+      continue;
+    Value ext = dimValue(b, loc, num, d), want = dimValue(b, loc, q, d);
+    Value ok = arith::OrIOp::create(b, loc, eq(ext, cIndex(b, loc, 1)),
+                                    eq(ext, want));
+    CheckOp::create(b, loc, ok,
+                    ("block tensors have " + name +
+                     " extent {0}; expected 1 or the query's {1}")
+                        .str(),
+                    ValueRange{asI64(b, loc, ext), asI64(b, loc, want)});
+  }
+  if (!numTy.isDynamicDim(2) && !qTy.isDynamicDim(2))
+    return;
+  Value mb = dimValue(b, loc, num, 2), m = dimValue(b, loc, q, 2);
+  Value qbs = cIndex(b, loc, (*op.getBlockSizes())[0]);
+  Value rows = arith::MulIOp::create(b, loc, mb, qbs);
+  Value ok =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rows, m);
+  CheckOp::create(b, loc, ok,
+                  "block tensors cover {0} query blocks of {1} rows, fewer "
+                  "than M = {2}",
+                  ValueRange{asI64(b, loc, mb), asI64(b, loc, qbs),
+                             asI64(b, loc, m)});
+}
+
+void mlir::flex::emitBlockTensorChecks(OpBuilder &b, AttentionOp op) {
+  if (!op.hasBlockTensors() || !op.hasTensorSemantics())
+    return;
+  Location loc = op.getLoc();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(op);
+  if (op.getOffsets().empty())
+    checkDynamicExtents(b, loc, op);
+  checkCounts(b, loc, op.getKvNumBlocks(), op.getKvIndices(),
+              "kv_num_blocks");
+  if (op.hasFullBlockTensors())
+    checkCounts(b, loc, op.getFullKvNumBlocks(), op.getFullKvIndices(),
+                "full_kv_num_blocks");
 }

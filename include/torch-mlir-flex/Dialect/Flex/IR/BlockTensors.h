@@ -43,6 +43,12 @@ BlockStatus emitPointBlockStatus(OpBuilder &b, Location loc, AttentionOp op,
 Value combineBlockStatus(OpBuilder &b, Location loc, BlockStatus status,
                          Value maskKeep);
 
+/// Emits, in front of `op` (on tensors), flex.check ops that report at run
+/// time a count outside [0, NB] in kv_num_blocks / full_kv_num_blocks and,
+/// for dynamic extents, the shape rules of the verifier. Used by
+/// flex-insert-checks; no-op without block tensors.
+void emitBlockTensorChecks(OpBuilder &b, AttentionOp op);
+
 /// Verifies the block-sparsity operands and attribute of `op`.
 LogicalResult verifyBlockTensors(AttentionOp op);
 

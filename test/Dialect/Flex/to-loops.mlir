@@ -254,9 +254,9 @@ func.func @tensor_form(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: t
 // CHECK:   %[[EQ:.+]] = arith.cmpi eq, %[[LI]], %[[KB]] : index
 // CHECK:   %[[OR:.+]] = arith.ori %[[F]], %[[EQ]] : i1
 // CHECK:   scf.yield %[[OR]] : i1
-// CHECK: memref.load %[[FNUM]][%[[B0]], %[[H]], %[[QB]]]
+// CHECK: memref.load %[[FNUM]][%{{.+}}, %[[H]], %[[QB]]]
 // CHECK: %[[FULL:.+]] = scf.for
-// CHECK:   memref.load %[[FIDX]][%[[B0]], %[[H]], %[[QB]], %{{.+}}]
+// CHECK:   memref.load %[[FIDX]][%{{.+}}, %[[H]], %[[QB]], %{{.+}}]
 // CHECK: %[[PM:.+]] = arith.andi %[[PART]], %[[CAUSAL]] : i1
 // CHECK: %[[KEEP:.+]] = arith.ori %[[FULL]], %[[PM]] : i1
 // CHECK: arith.select %[[KEEP]], %[[S]], %{{.+}} : f32

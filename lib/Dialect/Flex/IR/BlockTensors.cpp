@@ -152,28 +152,54 @@ static Value broadcastIndex(OpBuilder &b, Location loc, Value src, int64_t d,
   return arith::SelectOp::create(b, loc, isOne, cIndex(b, loc, 0), i);
 }
 
-/// True (i1) when `kvBlock` is among idx[row..., 0 : clamp(num[row], 0, NB)].
-/// `rowOk` false (row outside the tensors) lists nothing and reads nothing.
-static Value listContains(OpBuilder &b, Location loc, Value num, Value idx,
-                          ValueRange row, Value rowOk, Value kvBlock) {
-  Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+BlockRow mlir::flex::emitBlockRow(OpBuilder &b, Location loc, AttentionOp op,
+                                  Value batch, Value head, Value qBlock,
+                                  bool full) {
+  BlockRow r;
+  Value num = full ? op.getFullKvNumBlocks() : op.getKvNumBlocks();
+  r.indices = full ? op.getFullKvIndices() : op.getKvIndices();
+  Value bb = broadcastIndex(b, loc, num, 0, batch);
+  Value hb = broadcastIndex(b, loc, num, 1, head);
+  r.row = {bb, hb, qBlock};
+  // The row exists in the tensors (always, for verified static shapes);
+  // else it lists nothing and nothing is read.
+  Value rowOk = arith::ConstantIntOp::create(b, loc, 1, 1);
+  for (auto [d, i] : llvm::enumerate(r.row)) {
+    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, i,
+                                     dimValue(b, loc, num, d));
+    rowOk = arith::AndIOp::create(b, loc, rowOk, lt);
+  }
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()}, rowOk,
                                 /*addThenBlock=*/true, /*addElseBlock=*/true);
   OpBuilder tb = ifOp.getThenBodyBuilder();
-  scf::YieldOp::create(tb, loc, loadIndex(tb, loc, num, row));
+  scf::YieldOp::create(tb, loc, loadIndex(tb, loc, num, r.row));
   OpBuilder eb = ifOp.getElseBodyBuilder();
   scf::YieldOp::create(eb, loc, cIndex(eb, loc, 0));
-  Value count = arith::MaxSIOp::create(b, loc, ifOp.getResult(0), c0);
-  count = arith::MinSIOp::create(b, loc, count, dimValue(b, loc, idx, 3));
+  Value count = arith::MaxSIOp::create(b, loc, ifOp.getResult(0),
+                                       cIndex(b, loc, 0));
+  r.count =
+      arith::MinSIOp::create(b, loc, count, dimValue(b, loc, r.indices, 3));
+  return r;
+}
+
+Value mlir::flex::emitListedBlock(OpBuilder &b, Location loc,
+                                  const BlockRow &row, Value j) {
+  SmallVector<Value> at(row.row.begin(), row.row.end());
+  at.push_back(j);
+  return loadIndex(b, loc, row.indices, at);
+}
+
+/// True (i1) when `kvBlock` is among the first `row.count` entries.
+static Value listContains(OpBuilder &b, Location loc, const BlockRow &row,
+                          Value kvBlock) {
   Value falseV = arith::ConstantIntOp::create(b, loc, 0, 1);
   auto loop = scf::ForOp::create(
-      b, loc, c0, count, c1, ValueRange{falseV},
+      b, loc, cIndex(b, loc, 0), row.count, cIndex(b, loc, 1),
+      ValueRange{falseV},
       [&](OpBuilder &lb, Location l, Value j, ValueRange found) {
-        SmallVector<Value> at(row.begin(), row.end());
-        at.push_back(j);
-        Value listed = loadIndex(lb, l, idx, at);
         Value eq = arith::CmpIOp::create(lb, l, arith::CmpIPredicate::eq,
-                                         listed, kvBlock);
+                                         emitListedBlock(lb, l, row, j),
+                                         kvBlock);
         scf::YieldOp::create(lb, l,
                              ValueRange{arith::OrIOp::create(lb, l, found[0],
                                                              eq)});
@@ -185,23 +211,14 @@ BlockStatus mlir::flex::emitBlockStatus(OpBuilder &b, Location loc,
                                         AttentionOp op, Value batch,
                                         Value head, Value qBlock,
                                         Value kvBlock) {
-  Value num = op.getKvNumBlocks();
-  Value bb = broadcastIndex(b, loc, num, 0, batch);
-  Value hb = broadcastIndex(b, loc, num, 1, head);
-  // The row exists in the tensors (always, for verified static shapes).
-  Value rowOk = arith::ConstantIntOp::create(b, loc, 1, 1);
-  for (auto [d, i] : llvm::enumerate(ValueRange{bb, hb, qBlock})) {
-    Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, i,
-                                     dimValue(b, loc, num, d));
-    rowOk = arith::AndIOp::create(b, loc, rowOk, lt);
-  }
-  SmallVector<Value> row = {bb, hb, qBlock};
   BlockStatus status;
-  status.partial =
-      listContains(b, loc, num, op.getKvIndices(), row, rowOk, kvBlock);
+  status.partial = listContains(
+      b, loc, emitBlockRow(b, loc, op, batch, head, qBlock, /*full=*/false),
+      kvBlock);
   if (op.hasFullBlockTensors())
-    status.full = listContains(b, loc, op.getFullKvNumBlocks(),
-                               op.getFullKvIndices(), row, rowOk, kvBlock);
+    status.full = listContains(
+        b, loc, emitBlockRow(b, loc, op, batch, head, qBlock, /*full=*/true),
+        kvBlock);
   else
     status.full = arith::ConstantIntOp::create(b, loc, 0, 1);
   return status;

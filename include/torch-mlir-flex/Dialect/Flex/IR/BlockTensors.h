@@ -33,6 +33,27 @@ BlockStatus emitBlockStatus(OpBuilder &b, Location loc, AttentionOp op,
                             Value batch, Value head, Value qBlock,
                             Value kvBlock);
 
+/// One row of a block list, for lowerings that visit only listed blocks
+/// (as torch.compile's kernel does): `count` = clamp(num[row], 0, NB) (0 for
+/// a row outside the tensors), `row` = (bb, hb, qBlock) with broadcast
+/// dimensions mapped to 0, `indices` the list tensor.
+struct BlockRow {
+  Value indices;
+  SmallVector<Value, 3> row;
+  Value count;
+};
+
+/// The row of kv_indices (`full` false) or full_kv_indices (`full` true,
+/// requires op.hasFullBlockTensors()) for (batch, head, qBlock).
+BlockRow emitBlockRow(OpBuilder &b, Location loc, AttentionOp op, Value batch,
+                      Value head, Value qBlock, bool full);
+
+/// The j-th listed kv block of `row` (an index; j < row.count). Values are
+/// as the tensor holds them: callers must not assume 0 <= value < ceil(N /
+/// KVBS) (emitBlockStatus compares, so bad values list nothing).
+Value emitListedBlock(OpBuilder &b, Location loc, const BlockRow &row,
+                      Value j);
+
 /// emitBlockStatus for the point (batch, head, qIdx, kvIdx) in global
 /// indices: qBlock = qIdx / QBS, kvBlock = kvIdx / KVBS.
 BlockStatus emitPointBlockStatus(OpBuilder &b, Location loc, AttentionOp op,

@@ -41,6 +41,8 @@ class FlexCallInfo:
     return_max_scores: bool
     num_score_buffers: int
     num_mask_buffers: int
+    num_block_tensors: int = 0
+    block_sizes: Optional[tuple] = None  # (Q_BLOCK_SIZE, KV_BLOCK_SIZE)
 
 
 def _shape(t: ir.Type) -> List[Optional[int]]:
@@ -142,12 +144,14 @@ def _outline_one(module, op, decl_name) -> FlexCallInfo:
     return_lse = bool(_const(operands[4], "return_lse"))
     return_max = bool(_const(operands[5], "return_max_scores"))
     bufs = operands[6:]
+    n_block, block_sizes = _block_tensor_attrs(op)
     n_score = _int_attr(op, "num_score_buffers", 0)
-    n_mask = _int_attr(op, "num_mask_buffers", len(bufs) - n_score)
-    if n_score + n_mask != len(bufs) or n_score < 0 or n_mask < 0:
+    n_mask = _int_attr(op, "num_mask_buffers", len(bufs) - n_score - n_block)
+    if n_score + n_mask + n_block != len(bufs) or n_score < 0 or n_mask < 0:
         raise FlexFrontendError(
             f"flex attention has {len(bufs)} buffer operands but "
-            f"num_score_buffers={n_score}, num_mask_buffers={n_mask}")
+            f"num_score_buffers={n_score}, num_mask_buffers={n_mask}, "
+            f"num_block_tensors={n_block}")
 
     q_shape, k_shape = _shape(q.type), _shape(k.type)
     if len(q_shape) != 4 or len(k_shape) != 4:
@@ -182,6 +186,9 @@ def _outline_one(module, op, decl_name) -> FlexCallInfo:
         i64 = ir.IntegerType.get_signless(64)
         a["flex.num_score_buffers"] = ir.IntegerAttr.get(i64, n_score)
         a["flex.num_mask_buffers"] = ir.IntegerAttr.get(i64, n_mask)
+        if n_block:
+            a["flex.num_block_tensors"] = ir.IntegerAttr.get(i64, n_block)
+            a["flex.block_sizes"] = ir.DenseI64ArrayAttr.get(list(block_sizes))
 
     with ir.InsertionPoint(op), op.location:
         call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(decl_name), call_operands)
@@ -193,7 +200,20 @@ def _outline_one(module, op, decl_name) -> FlexCallInfo:
         return None if attr is None else ir.FlatSymbolRefAttr(attr).value
 
     return FlexCallInfo(decl_name, sym(score_ref), sym(mask_ref), float(scale), gqa,
-                        return_lse, return_max, n_score, n_mask)
+                        return_lse, return_max, n_score, n_mask, n_block, block_sizes)
+
+
+def _block_tensor_attrs(op):
+    """(number of BlockMask tensor operands, (q, kv) block sizes or None)."""
+    n_block = _int_attr(op, "num_block_tensors", 0)
+    if n_block == 0:
+        return 0, None
+    sizes = (_int_attr(op, "q_block_size", 0), _int_attr(op, "kv_block_size", 0))
+    if n_block not in (2, 4) or min(sizes) <= 0:
+        raise FlexFrontendError(
+            f"flex attention has num_block_tensors={n_block} and block sizes {sizes}; "
+            "expected 2 or 4 block tensors and positive q_block_size / kv_block_size")
+    return n_block, sizes
 
 
 def outline_flex_calls(module: ir.Module) -> List[FlexCallInfo]:

@@ -1,18 +1,33 @@
-"""Removal of the dead BlockMask computation from FX graphs.
+"""BlockMask tensors of flex HOP nodes: which are kept, and removal of the rest.
 
 ``torch.ops.higher_order.flex_attention`` receives the BlockMask as a 17-tuple
-(``BlockMask.as_tuple()``): slots 2..13 are the block-sparsity tensors.  The
-flex IR contract does not carry them: the meaning of the mask is fully given by
-``mask_mod`` (the later tiled lowering re-derives block classes from it).  When
-the mask is built inside ``forward`` (and even for ``block_mask=None``, which
-builds a dense mask), the graph contains the whole computation (arange, vmap
-artifacts, ``aten.sort.stable``, ``aten.index_put``) that later makes
-``torchdynamo-export-to-torch-backend-pipeline`` fail.
+(``BlockMask.as_tuple()``): slots 2..5 are the forward block tensors
+(``kv_num_blocks``, ``kv_indices``, ``full_kv_num_blocks``,
+``full_kv_indices``), slots 6..13 the backward ones (q-side and dq orders),
+14/15 the block sizes, 16 the mask_mod.
 
-``strip_block_mask_tensors`` replaces the tensor slots by ``None`` and then
-erases every node that only existed to compute them (including the
-``_assert_tensor_metadata`` checks on those values).  Nodes that are still used
-elsewhere are kept; nodes unrelated to block masks are never touched.
+Rule (``keeps_block_tensors``): the forward block tensors are kept, and become
+operands of the flex call (docs/importer.md), when
+
+* they are given to the graph: graph inputs (a BlockMask passed to
+  ``forward``), lifted constants, parameters/buffers or tensor attributes
+  (a BlockMask built outside ``forward``, e.g. ``BlockMask.from_kv_blocks``);
+* or they are computed in the graph but the mask_mod is the noop mask and the
+  block sizes are not torch's dense sentinel (1 << 30): the tensors are then
+  the only meaning of the mask (``from_kv_blocks(..., mask_mod=None)`` on a
+  top-k block selection inside ``forward``).
+
+Otherwise (``create_block_mask(mask_mod, ...)`` inside ``forward``, and the
+dense mask that ``block_mask=None`` builds) they are dropped: mask_mod alone
+gives the meaning, and the dead computation (arange, vmap artifacts,
+``aten.sort.stable``, ``aten.index_put``) would make
+``torchdynamo-export-to-torch-backend-pipeline`` fail. The backward slots are
+always dropped.
+
+``strip_block_mask_tensors`` replaces dropped slots by ``None`` and erases
+every node that only existed to compute them (including the
+``_assert_tensor_metadata`` checks on those values).  Nodes that are still
+used elsewhere are kept; nodes unrelated to block masks are never touched.
 """
 
 from typing import List, Set
@@ -25,6 +40,11 @@ from .errors import FlexImportError, node_where
 FLEX_HOP = torch.ops.higher_order.flex_attention
 BLOCK_MASK_TUPLE_LEN = 17
 BLOCK_MASK_TENSOR_SLOTS = range(2, 14)
+# kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices.
+KV_BLOCK_SLOTS = range(2, 6)
+Q_BLOCK_SIZE_SLOT, KV_BLOCK_SIZE_SLOT, MASK_MOD_SLOT = 14, 15, 16
+# torch's block size of the dense BlockMask that block_mask=None builds.
+DENSE_BLOCK_SIZE = 1 << 30
 
 # Side-effect-only checks that may be erased together with the value they check.
 _ASSERT_TARGETS = {
@@ -61,15 +81,50 @@ def _block_mask_arg(node: fx.Node):
     return bm
 
 
+def _given(v) -> bool:
+    """A value that is not computed in the graph: an input, a lifted
+    constant, a parameter/buffer or a tensor attribute."""
+    return isinstance(v, torch.Tensor) or (
+        isinstance(v, fx.Node) and v.op in ("placeholder", "get_attr"))
+
+
+def _has_noop_mask(node: fx.Node, bm) -> bool:
+    from .modifiers import is_noop_mask
+
+    mask = bm[MASK_MOD_SLOT]
+    if mask is None:
+        return True
+    root = node.graph.owning_module
+    gm = getattr(root, mask.target, None) if isinstance(mask, fx.Node) and mask.op == "get_attr" else None
+    return isinstance(gm, fx.GraphModule) and is_noop_mask(gm)
+
+
+def keeps_block_tensors(node: fx.Node) -> bool:
+    """True when the forward block tensors of the flex node ``node`` are kept
+    (see the module docstring for the rule)."""
+    bm = _block_mask_arg(node)
+    kv = [bm[i] for i in KV_BLOCK_SLOTS if bm[i] is not None]
+    if not kv or not all(isinstance(v, (fx.Node, torch.Tensor)) for v in kv):
+        return False
+    if all(_given(v) for v in kv):
+        return True
+    dense = all(bm[i] == DENSE_BLOCK_SIZE for i in (Q_BLOCK_SIZE_SLOT, KV_BLOCK_SIZE_SLOT))
+    return not dense and _has_noop_mask(node, bm)
+
+
 def strip_block_mask_tensors(graph: fx.Graph) -> int:
-    """Drops BlockMask tensors from every flex HOP node and erases their
-    now-dead producers.  Idempotent.  Returns the number of erased nodes."""
+    """Drops the BlockMask tensors that are not kept (``keeps_block_tensors``)
+    from every flex HOP node and erases their now-dead producers.
+    Idempotent.  Returns the number of erased nodes."""
     dropped: List[fx.Node] = []
     for node in flex_nodes(graph):
         bm = _block_mask_arg(node)
         new_bm = list(bm)
         changed = False
+        keep = KV_BLOCK_SLOTS if keeps_block_tensors(node) else ()
         for i in BLOCK_MASK_TENSOR_SLOTS:
+            if i in keep:
+                continue
             v = bm[i]
             if isinstance(v, fx.Node):
                 dropped.append(v)

@@ -2,10 +2,11 @@
 
 See docs/importer.md for the IR contract.  Without runtime captured tensors a
 call becomes the upstream ``torch.hop_flex_attention`` op (6 operands); with
-runtime captures it becomes
+runtime captures or kept BlockMask tensors (block_mask.py) it becomes
 ``torch.operator "torch_mlir_flex.hop_flex_attention"`` whose operands are the
-same 6 followed by the score buffers and the mask buffers, with
-``num_score_buffers`` / ``num_mask_buffers`` i64 attributes.
+same 6 followed by the score buffers, the mask buffers and the block tensors,
+with ``num_score_buffers`` / ``num_mask_buffers`` / ``num_block_tensors`` i64
+attributes and, with block tensors, ``q_block_size`` / ``kv_block_size``.
 """
 
 from dataclasses import dataclass
@@ -26,7 +27,14 @@ from torch_mlir.ir import (
 )
 from torch_mlir.extras.fx_importer import _make_constant_op
 
-from .block_mask import BLOCK_MASK_TUPLE_LEN, _block_mask_arg
+from .block_mask import (
+    BLOCK_MASK_TUPLE_LEN,
+    KV_BLOCK_SIZE_SLOT,
+    KV_BLOCK_SLOTS,
+    Q_BLOCK_SIZE_SLOT,
+    _block_mask_arg,
+    keeps_block_tensors,
+)
 from .errors import FlexImportError, node_where
 from .modifiers import MASK, SCORE, Capture, Runtime, is_noop_mask
 
@@ -50,6 +58,10 @@ class FlexCall:
     kernel_options: dict
     score_bufs: tuple
     mask_bufs: tuple
+    # Kept BlockMask tensors: (kv_num_blocks, kv_indices[, full_kv_num_blocks,
+    # full_kv_indices]) and (Q_BLOCK_SIZE, KV_BLOCK_SIZE); () / None if dropped.
+    block_tensors: tuple = ()
+    block_sizes: Optional[tuple] = None
 
 
 def parse_flex_node(node: fx.Node) -> FlexCall:
@@ -96,7 +108,28 @@ def parse_flex_node(node: fx.Node) -> FlexCall:
             raise FlexImportError(
                 f"flex_attention {where}: {nm} must be a tuple, got {bufs!r}."
             )
-    return FlexCall(q, k, v, score_mod, mask_mod, scale, dict(kopts), tuple(sbufs), tuple(mbufs))
+    blocks, sizes = _kept_block_tensors(node, bm)
+    return FlexCall(q, k, v, score_mod, mask_mod, scale, dict(kopts), tuple(sbufs), tuple(mbufs),
+                    blocks, sizes)
+
+
+def _kept_block_tensors(node: fx.Node, bm):
+    """The kept forward block tensors of ``node`` and the block sizes."""
+    if not keeps_block_tensors(node):
+        return (), None
+    where = node_where(node)
+    kvn, kvi, fkvn, fkvi = (bm[i] for i in KV_BLOCK_SLOTS)
+    if kvn is None or kvi is None or (fkvn is None) != (fkvi is None):
+        raise FlexImportError(
+            f"flex_attention {where}: BlockMask needs kv_num_blocks and kv_indices, and "
+            "full_kv_num_blocks / full_kv_indices both or neither.")
+    sizes = (bm[Q_BLOCK_SIZE_SLOT], bm[KV_BLOCK_SIZE_SLOT])
+    if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in sizes):
+        raise FlexImportError(
+            f"flex_attention {where}: BlockMask block sizes must be positive python ints, "
+            f"got {sizes!r} (symbolic block sizes are not supported).")
+    blocks = (kvn, kvi) if fkvn is None else (kvn, kvi, fkvn, fkvi)
+    return blocks, sizes
 
 
 def classify_captures(
@@ -233,12 +266,17 @@ def import_flex_attention(gni, loc: Location, node: fx.Node):
     n_score = len(runtime)
     runtime += [c.node for c in mask_caps if isinstance(c, Runtime)]
     operands = [q, k, v, scale] + flags
-    if runtime:
+    if runtime or call.block_tensors:
         operands += [gni._import_argument(loc, r, None) for r in runtime]
+        operands += [gni._import_argument(loc, t, None) for t in call.block_tensors]
         i64 = IntegerType.get_signless(64, context=gni._c)
         attrs["name"] = StringAttr.get(CAPTURE_OP, context=gni._c)
         attrs["num_score_buffers"] = IntegerAttr.get(i64, n_score)
         attrs["num_mask_buffers"] = IntegerAttr.get(i64, len(runtime) - n_score)
+        if call.block_tensors:
+            attrs["num_block_tensors"] = IntegerAttr.get(i64, len(call.block_tensors))
+            attrs["q_block_size"] = IntegerAttr.get(i64, call.block_sizes[0])
+            attrs["kv_block_size"] = IntegerAttr.get(i64, call.block_sizes[1])
         op_name = "torch.operator"
     else:
         op_name = UPSTREAM_OP

@@ -7,7 +7,8 @@ and ``torch.operator "torch_mlir_flex.hop_flex_attention"``) and checks that:
 * their leading args are 0-d vtensors (score float, indices integer) and the
   captured args have exactly the types of the corresponding call operands;
 * score_mod returns one 0-d float vtensor, mask_mod one 0-d i1 vtensor;
-* operand count = 6 + buffers, results = 3 (out, lse, max_scores).
+* operand count = 6 + buffers + block tensors (0, 2 or 4, with positive
+  ``q_block_size`` / ``kv_block_size``), results = 3 (out, lse, max_scores).
 Raises FlexImportError on the first mismatch.
 """
 
@@ -92,6 +93,19 @@ def _check_modifier(fn_name, funcs, kind, lead, capture_types, where):
         )
 
 
+def _check_block_attrs(op, where) -> int:
+    """Number of block-tensor operands (0, 2 or 4); checks the block sizes."""
+    if "num_block_tensors" not in op.attributes:
+        return 0
+    nb = _int_attr(op, "num_block_tensors", where)
+    if nb not in (2, 4):
+        raise FlexImportError(f"{where}: num_block_tensors is {nb}, expected 2 or 4")
+    for name in ("q_block_size", "kv_block_size"):
+        if _int_attr(op, name, where) <= 0:
+            raise FlexImportError(f"{where}: {name} must be positive")
+    return nb
+
+
 def verify_flex_calls(module) -> int:
     """Checks every flex call of ``module``; returns the number checked."""
     funcs = _funcs(module)
@@ -100,15 +114,16 @@ def verify_flex_calls(module) -> int:
         where = f"flex call #{idx} ({op.location})"
         operands = [str(v.type) for v in op.operands]
         if op.name == UPSTREAM_OP:
-            ns = nm = 0
+            ns = nm = nb = 0
         else:
             ns = _int_attr(op, "num_score_buffers", where)
             nm = _int_attr(op, "num_mask_buffers", where)
-            if ns + nm == 0:
+            nb = _check_block_attrs(op, where)
+            if ns + nm + nb == 0:
                 raise FlexImportError(f"{where}: {CAPTURE_OP} without buffers; use {UPSTREAM_OP}")
-        if len(operands) != 6 + ns + nm:
+        if len(operands) != 6 + ns + nm + nb:
             raise FlexImportError(
-                f"{where}: has {len(operands)} operands, expected 6 + {ns} + {nm}"
+                f"{where}: has {len(operands)} operands, expected 6 + {ns} + {nm} + {nb}"
             )
         if len(op.results) != 3:
             raise FlexImportError(f"{where}: has {len(op.results)} results, expected 3")
@@ -118,7 +133,7 @@ def verify_flex_calls(module) -> int:
         _check_modifier(score, funcs, "score", 5, operands[6 : 6 + ns], where)
         if "mask_mod_fn" in op.attributes:
             mask = ir.FlatSymbolRefAttr(op.attributes["mask_mod_fn"]).value
-            _check_modifier(mask, funcs, "mask", 4, operands[6 + ns :], where)
+            _check_modifier(mask, funcs, "mask", 4, operands[6 + ns : 6 + ns + nm], where)
         elif nm:
             raise FlexImportError(f"{where}: {nm} mask buffers but no mask_mod_fn")
     return len(ops)

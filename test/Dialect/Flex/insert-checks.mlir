@@ -228,3 +228,34 @@ func.func @rem_div(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tenso
   } -> tensor<1x2x16x8xf32>
   return %o : tensor<1x2x16x8xf32>
 }
+
+// -----
+
+// Block tensors: every count of kv_num_blocks / full_kv_num_blocks is
+// checked against [0, NB] in a loop in front of the op; with a dynamic M,
+// MB * QBS >= M is checked too.
+// CHECK-LABEL: func.func @block_checks
+// CHECK-SAME: %[[Q:[^:]+]]: tensor<1x2x?x8xf32>, %{{.+}}, %{{.+}}, %[[N:[^:]+]]: tensor<1x2x2xi32>, %{{.+}}, %[[FN:[^:]+]]: tensor<1x2x2xi32>
+// CHECK: %[[M:.+]] = tensor.dim %[[Q]], %{{.+}} : tensor<1x2x?x8xf32>
+// CHECK: %[[ROWS:.+]] = arith.muli %{{.+}}, %{{.+}} : index
+// CHECK: %[[COVER:.+]] = arith.cmpi sge, %[[ROWS]], %[[M]] : index
+// CHECK: flex.check %[[COVER]], "block tensors cover {0} query blocks of {1} rows, fewer than M = {2}"
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
+// CHECK: scf.for %{{.+}} = %{{.+}} to %{{.+}} step
+// CHECK: scf.for %[[QB:.+]] = %{{.+}} to %{{.+}} step
+// CHECK: %[[C:.+]] = tensor.extract %[[N]][%{{.+}}, %{{.+}}, %[[QB]]] : tensor<1x2x2xi32>
+// CHECK: %[[CI:.+]] = arith.index_cast %[[C]] : i32 to index
+// CHECK: %[[GE:.+]] = arith.cmpi sge, %[[CI]], %{{.+}} : index
+// CHECK: %[[LE:.+]] = arith.cmpi sle, %[[CI]], %[[NB:.+]] : index
+// CHECK: %[[OK:.+]] = arith.andi %[[GE]], %[[LE]] : i1
+// CHECK: flex.check %[[OK]], "kv_num_blocks value {0} at query block {1} is out of range [0, {2}] (the number of blocks in the indices)"
+// CHECK: tensor.extract %[[FN]]
+// CHECK: flex.check %{{.+}}, "full_kv_num_blocks value {0}
+// CHECK: flex.attention
+func.func @block_checks(%q: tensor<1x2x?x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>, %fn: tensor<1x2x2xi32>, %fi: tensor<1x2x2x2xi32>, %o: tensor<1x2x?x8xf32>) -> tensor<1x2x?x8xf32> {
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x?x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>)
+      kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>)
+      full_kv_blocks(%fn, %fi : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 32]
+      outs(%o : tensor<1x2x?x8xf32>) scale(0.125) -> tensor<1x2x?x8xf32>
+  return %r : tensor<1x2x?x8xf32>
+}

@@ -496,7 +496,7 @@ func.func @kv_group_size_type(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>
 
 func.func @non_index_offsets(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>, %i: i32) {
   // expected-error @+1 {{operand #3 must be variadic of index}}
-  %r = "flex.attention"(%q, %k, %v, %i, %i, %i, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 3, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, i32, i32, i32, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %i, %i, %i, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 3, 0, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, i32, i32, i32, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -504,7 +504,7 @@ func.func @non_index_offsets(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>,
 
 func.func @segment_sizes(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{operand count (4) does not match with the total size (5) specified in attribute 'operandSegmentSizes'}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 1, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -512,7 +512,7 @@ func.func @segment_sizes(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v:
 
 func.func @region_count(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{expected 2 regions}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -520,7 +520,7 @@ func.func @region_count(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: 
 
 func.func @missing_scale_generic(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{requires attribute 'scale'}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0>}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -528,7 +528,7 @@ func.func @missing_scale_generic(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf
 
 func.func @non_shaped_query(%q: f32, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) {
   // expected-error @+1 {{operand #0 must be shaped of any type values}}
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (f32, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (f32, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
   return
 }
 
@@ -598,5 +598,133 @@ func.func @online_mask_yield(%q: tensor<16x8xf32>, %k: tensor<32x8xf32>, %v: ten
         %f = arith.constant 0.0 : f32
         flex.yield %f : f32
       } -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_num_rank(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected kv_num_blocks to be ranked with rank 3 [B, H, MB], got 'tensor<2x2xi32>'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_idx_rank(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2xi32>) {
+  // expected-error @+1 {{expected kv_indices to be ranked with rank 4 [B, H, MB, NB], got 'tensor<1x2x2xi32>'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_elt(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xf32>) {
+  // expected-error @+1 {{expected kv_indices element type i32 or i64, got 'f32'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xf32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_pair_dims(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x3x2xi32>) {
+  // expected-error @+1 {{kv_num_blocks and kv_indices differ in dimension 2 (2 vs 3)}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x3x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_full_dims(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>, %fn: tensor<1x1x2xi32>, %fi: tensor<1x1x2x2xi32>) {
+  // expected-error @+1 {{kv_num_blocks and full_kv_num_blocks differ in dimension 1 (2 vs 1)}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) full_kv_blocks(%fn, %fi : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_full_rank(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected full_kv_indices to be ranked with rank 4 [B, H, MB, NB], got 'tensor<1x2x2xi32>'}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) full_kv_blocks(%n, %n : tensor<1x2x2xi32>, tensor<1x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_batch(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<3x2x2xi32>, %i: tensor<3x2x2x2xi32>) {
+  // expected-error @+1 {{block tensors have batch extent 3; expected 1 or the query's 1}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<3x2x2xi32>, tensor<3x2x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_heads(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x4x2xi32>, %i: tensor<1x4x2x2xi32>) {
+  // expected-error @+1 {{block tensors have head extent 4; expected 1 or the query's 2}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x4x2xi32>, tensor<1x4x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_cover(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{block tensors cover 2 query blocks of 16 rows, fewer than M = 64}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [16, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_no_sizes(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{kv_blocks require block_sizes [QBS, KVBS]}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_sizes_positive(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{block_sizes must be two positive integers [QBS, KVBS]}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 0] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_sizes_count(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{block_sizes must be two positive integers [QBS, KVBS]}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_sizes_alone(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>) {
+  // expected-error @+1 {{block_sizes given without kv_blocks}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_mixed_kinds(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: memref<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected all shaped operands to be ranked tensors or all to be memrefs}}
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) kv_blocks(%n, %i : memref<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 32] outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_full_without_idx(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) {
+  // expected-error @+1 {{expected both full_kv_num_blocks and full_kv_indices, or neither}}
+  %r = "flex.attention"(%q, %k, %v, %n, %i, %n, %o) <{block_sizes = array<i64: 32, 32>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x2xi32>, tensor<1x2x2x2xi32>, tensor<1x2x2xi32>, tensor<1x2x64x8xf32>) -> tensor<1x2x64x8xf32>
+  return
+}
+
+// -----
+
+func.func @blocks_num_without_idx(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %o: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>) {
+  // expected-error @+1 {{expected both kv_num_blocks and kv_indices}}
+  %r = "flex.attention"(%q, %k, %v, %n, %o) <{block_sizes = array<i64: 32, 32>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x2xi32>, tensor<1x2x64x8xf32>) -> tensor<1x2x64x8xf32>
   return
 }

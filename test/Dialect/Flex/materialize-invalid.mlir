@@ -212,3 +212,32 @@ func.func @dynamic_reduction(%q: tensor<1x4x16x8xf32>, %k: tensor<1x4x16x8xf32>,
   return %0#0 : tensor<1x4x16x8xf32>
 }
 func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<?xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 1 : i64, flex.scale = 1.0 : f64, flex.score_mod = @sdpa_score0}
+
+// -----
+
+func.func @block_count(%q: tensor<1x4x64x8xf32>, %k: tensor<1x4x64x8xf32>, %v: tensor<1x4x64x8xf32>, %n: tensor<1x1x2xi32>) -> tensor<1x4x64x8xf32> {
+  // expected-error@+1 {{flex-materialize: @__flex_attention_0: 'flex.num_block_tensors' must be 0, 2 or 4}}
+  %0:3 = call @__flex_attention_0(%q, %k, %v, %n) : (tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x1x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>)
+  return %0#0 : tensor<1x4x64x8xf32>
+}
+func.func private @__flex_attention_0(tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x1x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>) attributes {flex.block_sizes = array<i64: 32, 32>, flex.num_block_tensors = 1 : i64, flex.scale = 1.0 : f64}
+
+// -----
+
+func.func @block_sizes_missing(%q: tensor<1x4x64x8xf32>, %k: tensor<1x4x64x8xf32>, %v: tensor<1x4x64x8xf32>, %n: tensor<1x1x2xi32>, %i: tensor<1x1x2x2xi32>) -> tensor<1x4x64x8xf32> {
+  // expected-error@+1 {{flex-materialize: @__flex_attention_0: 'flex.block_sizes' (array<i64: QBS, KVBS>) must be given exactly when 'flex.num_block_tensors' is nonzero}}
+  %0:3 = call @__flex_attention_0(%q, %k, %v, %n, %i) : (tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>)
+  return %0#0 : tensor<1x4x64x8xf32>
+}
+func.func private @__flex_attention_0(tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>) attributes {flex.num_block_tensors = 2 : i64, flex.scale = 1.0 : f64}
+
+// -----
+
+// The op verifier checks the block tensors (here: too few query blocks).
+func.func @block_cover(%q: tensor<1x4x64x8xf32>, %k: tensor<1x4x64x8xf32>, %v: tensor<1x4x64x8xf32>, %n: tensor<1x1x1xi32>, %i: tensor<1x1x1x2xi32>) -> tensor<1x4x64x8xf32> {
+  // expected-error@+2 {{'flex.attention' op block tensors cover 1 query blocks of 32 rows, fewer than M = 64}}
+  // expected-error@+1 {{flex-materialize: @__flex_attention_0: the materialized flex.attention does not verify}}
+  %0:3 = call @__flex_attention_0(%q, %k, %v, %n, %i) : (tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x1x1xi32>, tensor<1x1x1x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>)
+  return %0#0 : tensor<1x4x64x8xf32>
+}
+func.func private @__flex_attention_0(tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x1x1xi32>, tensor<1x1x1x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>) attributes {flex.block_sizes = array<i64: 32, 32>, flex.num_block_tensors = 2 : i64, flex.scale = 1.0 : f64}

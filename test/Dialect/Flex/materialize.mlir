@@ -850,3 +850,33 @@ func.func @bool_table_any(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v
   %0:3 = call @__flex_attention_0(%q, %k, %v) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> (tensor<1x2x16x8xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>)
   return %0#0 : tensor<1x2x16x8xf32>
 }
+
+// -----
+
+// BlockMask tensors come last (after the mask buffers): the first pair is
+// kv_blocks, the second full_kv_blocks; flex.block_sizes -> block_sizes.
+// CHECK-LABEL: func.func @block_tensors(
+// CHECK-SAME:    %[[Q:[^:]+]]: tensor<1x4x64x8xf32>, %[[K:[^:]+]]: tensor<1x4x64x8xf32>, %[[V:[^:]+]]: tensor<1x4x64x8xf32>, %[[W:[^:]+]]: tensor<64xi64>, %[[N:[^:]+]]: tensor<1x1x2xi32>, %[[I:[^:]+]]: tensor<1x1x2x2xi32>, %[[FN:[^:]+]]: tensor<1x1x2xi32>, %[[FI:[^:]+]]: tensor<1x1x2x2xi32>)
+// CHECK:         flex.attention ins(%[[Q]], %[[K]], %[[V]] : {{.+}}) captures(%[[W]] : tensor<64xi64>) kv_blocks(%[[N]], %[[I]] : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) full_kv_blocks(%[[FN]], %[[FI]] : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) block_sizes [32, 32] outs(
+// CHECK:           mask_mod {
+// CHECK:           tensor.extract %[[W]]
+// CHECK-NOT:   func.func private
+#map = affine_map<() -> ()>
+module {
+  func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %doc: tensor<64xi64>) -> tensor<i1> {
+    %i = tensor.extract %arg2[] : tensor<i32>
+    %j = tensor.extract %arg3[] : tensor<i32>
+    %ii = arith.index_cast %i : i32 to index
+    %jj = arith.index_cast %j : i32 to index
+    %a = tensor.extract %doc[%ii] : tensor<64xi64>
+    %b = tensor.extract %doc[%jj] : tensor<64xi64>
+    %c = arith.cmpi eq, %a, %b : i64
+    %t = tensor.from_elements %c : tensor<i1>
+    return %t : tensor<i1>
+  }
+  func.func @block_tensors(%q: tensor<1x4x64x8xf32>, %k: tensor<1x4x64x8xf32>, %v: tensor<1x4x64x8xf32>, %doc: tensor<64xi64>, %n: tensor<1x1x2xi32>, %i: tensor<1x1x2x2xi32>, %fn: tensor<1x1x2xi32>, %fi: tensor<1x1x2x2xi32>) -> tensor<1x4x64x8xf32> {
+    %0:3 = call @__flex_attention_0(%q, %k, %v, %doc, %n, %i, %fn, %fi) : (tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<64xi64>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>)
+    return %0#0 : tensor<1x4x64x8xf32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<64xi64>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>) attributes {flex.block_sizes = array<i64: 32, 32>, flex.mask_mod = @sdpa_mask0, flex.num_block_tensors = 4 : i64, flex.num_mask_buffers = 1 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64}
+}

@@ -270,16 +270,6 @@ func.func @kv_batch_broadcast(%q: tensor<4x2x16x8xf32>, %k: tensor<1x2x16x8xf32>
 
 // -----
 
-// Generic form parses to the same op.
-// CHECK-LABEL: func.func @generic_form
-// CHECK: flex.attention ins({{.+}}) outs({{.+}}) scale(1.250000e-01) -> tensor<1x2x16x8xf32>
-func.func @generic_form(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32> {
-  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
-  return %r : tensor<1x2x16x8xf32>
-}
-
-// -----
-
 // The tile-level online-softmax step, with a capture and both regions.
 // CHECK-LABEL: func.func @online_attention
 // CHECK: flex.online_attention ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<16x8xbf16>, tensor<8x32xbf16>, tensor<32x4xbf16>) captures(%{{.+}} : tensor<4xf32>) at(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}) bounds(%{{.+}}, %{{.+}}) outs(%{{.+}}, %{{.+}}, %{{.+}} : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(1.250000e-01) {transposed_key} score_mod {
@@ -302,4 +292,49 @@ func.func @online_attention(%q: tensor<16x8xbf16>, %kt: tensor<8x32xbf16>, %v: t
         flex.yield %k : i1
       } -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
   return %r#0, %r#1, %r#2 : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+}
+
+// -----
+
+// Generic form parses to the same op.
+// CHECK-LABEL: func.func @generic_form
+// CHECK: flex.attention ins({{.+}}) outs({{.+}}) scale(1.250000e-01) -> tensor<1x2x16x8xf32>
+func.func @generic_form(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: tensor<1x2x16x8xf32>, %o: tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32> {
+  %r = "flex.attention"(%q, %k, %v, %o) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>) -> tensor<1x2x16x8xf32>
+  return %r : tensor<1x2x16x8xf32>
+}
+
+// -----
+
+// Block tensors (BlockMask): the partial pair, the full pair and the block
+// sizes; B/H of the block tensors broadcast (1).
+// CHECK-LABEL: func.func @block_tensors
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<2x4x100x8xf32>, %{{.+}}, %{{.+}}, %[[O:[^:]+]]: tensor<2x4x100x8xf32>, %[[N:[^:]+]]: tensor<1x4x4xi32>, %[[I:[^:]+]]: tensor<1x4x4x2xi32>, %[[FN:[^:]+]]: tensor<1x4x4xi32>, %[[FI:[^:]+]]: tensor<1x4x4x2xi32>)
+// CHECK: flex.attention ins(%[[Q]], %{{.+}}, %{{.+}} : tensor<2x4x100x8xf32>, tensor<2x4x64x8xf32>, tensor<2x4x64x8xf32>) kv_blocks(%[[N]], %[[I]] : tensor<1x4x4xi32>, tensor<1x4x4x2xi32>) full_kv_blocks(%[[FN]], %[[FI]] : tensor<1x4x4xi32>, tensor<1x4x4x2xi32>) block_sizes [32, 32] outs(%[[O]] : tensor<2x4x100x8xf32>) scale(1.250000e-01) mask_mod {
+// CHECK: } -> tensor<2x4x100x8xf32>
+func.func @block_tensors(%q: tensor<2x4x100x8xf32>, %k: tensor<2x4x64x8xf32>, %v: tensor<2x4x64x8xf32>, %o: tensor<2x4x100x8xf32>, %n: tensor<1x4x4xi32>, %i: tensor<1x4x4x2xi32>, %fn: tensor<1x4x4xi32>, %fi: tensor<1x4x4x2xi32>) -> tensor<2x4x100x8xf32> {
+  %r = flex.attention ins(%q, %k, %v : tensor<2x4x100x8xf32>, tensor<2x4x64x8xf32>, tensor<2x4x64x8xf32>)
+      kv_blocks(%n, %i : tensor<1x4x4xi32>, tensor<1x4x4x2xi32>)
+      full_kv_blocks(%fn, %fi : tensor<1x4x4xi32>, tensor<1x4x4x2xi32>)
+      block_sizes [32, 32]
+      outs(%o : tensor<2x4x100x8xf32>) scale(0.125)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %kv: index):
+        %c = arith.cmpi sge, %m, %kv : index
+        flex.yield %c : i1
+      } -> tensor<2x4x100x8xf32>
+  return %r : tensor<2x4x100x8xf32>
+}
+
+// -----
+
+// Partial pair only, on memrefs, with i64 indices and dynamic extents.
+// CHECK-LABEL: func.func @block_tensors_memref
+// CHECK: flex.attention ins({{.+}}) kv_blocks(%{{.+}}, %{{.+}} : memref<?x?x?xi64>, memref<?x?x?x?xi64>) block_sizes [16, 64] outs(%{{.+}} : memref<1x2x16x8xf32>) scale(1.250000e-01)
+// CHECK-NOT: full_kv_blocks
+func.func @block_tensors_memref(%q: memref<1x2x16x8xf32>, %k: memref<1x2x16x8xf32>, %v: memref<1x2x16x8xf32>, %o: memref<1x2x16x8xf32>, %n: memref<?x?x?xi64>, %i: memref<?x?x?x?xi64>) {
+  flex.attention ins(%q, %k, %v : memref<1x2x16x8xf32>, memref<1x2x16x8xf32>, memref<1x2x16x8xf32>)
+      kv_blocks(%n, %i : memref<?x?x?xi64>, memref<?x?x?x?xi64>) block_sizes [16, 64]
+      outs(%o : memref<1x2x16x8xf32>) scale(0.125)
+  return
 }

@@ -265,3 +265,43 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// Block tensors are passed whole to every tile; the tile's offsets make the
+// block lookup use global rows and heads: qb = (m_tile + M0) / 32.
+// CHECK-LABEL: func.func @tile_block_tensors
+// CHECK-SAME: %[[N:[^:]+]]: tensor<1x2x2xi32>, %[[I:[^:]+]]: tensor<1x2x2x2xi32>)
+// CHECK: scf.for %[[B:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args
+// CHECK: scf.for %[[H:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args
+// CHECK: scf.for %[[M:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args
+// CHECK: flex.attention ins({{.+}} : tensor<1x1x32x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>) offsets(%[[B]], %[[H]], %[[M]]) kv_blocks(%[[N]], %[[I]] : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 32] outs(
+// LOOPS-LABEL: func.func @tile_block_tensors
+// LOOPS-SAME: %[[N:[^:]+]]: memref<1x2x2xi32>, %[[I:[^:]+]]: memref<1x2x2x2xi32>)
+// LOOPS: scf.for %[[B:[^ ]+]] =
+// LOOPS: scf.for %[[H:[^ ]+]] =
+// LOOPS: scf.for %[[M:[^ ]+]] =
+// LOOPS: scf.for %[[TB:[^ ]+]] =
+// LOOPS: scf.for %[[TH:[^ ]+]] =
+// LOOPS: scf.for %[[TM:[^ ]+]] =
+// LOOPS: arith.addi %[[TB]], %[[B]] : index
+// LOOPS-NEXT: %[[GH:.+]] = arith.addi %[[TH]], %[[H]] : index
+// LOOPS-NEXT: %[[GM:.+]] = arith.addi %[[TM]], %[[M]] : index
+// LOOPS: %[[QB:.+]] = arith.divui %[[GM]], %{{.+}} : index
+// LOOPS: memref.load %[[N]][%{{.+}}, %[[GH]], %[[QB]]] : memref<1x2x2xi32>
+// LOOPS: memref.load %[[I]][%{{.+}}, %[[GH]], %[[QB]], %{{.+}}] : memref<1x2x2x2xi32>
+// LOOPS-NOT: flex.attention ins
+func.func @tile_block_tensors(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8xf32>, %v: tensor<1x2x64x8xf32>, %n: tensor<1x2x2xi32>, %i: tensor<1x2x2x2xi32>) -> tensor<1x2x64x8xf32> {
+  %o = tensor.empty() : tensor<1x2x64x8xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>)
+      kv_blocks(%n, %i : tensor<1x2x2xi32>, tensor<1x2x2x2xi32>) block_sizes [32, 32]
+      outs(%o : tensor<1x2x64x8xf32>) scale(0.125) -> tensor<1x2x64x8xf32>
+  return %r : tensor<1x2x64x8xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %loops:3 = transform.structured.tile_using_for %0 tile_sizes [1, 1, 32, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op, !transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

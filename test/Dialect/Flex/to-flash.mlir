@@ -443,3 +443,33 @@ func.func @bf16_decode(%q: tensor<1x2x1x64xbf16>, %k: tensor<1x2x256x64xbf16>, %
       outs(%o : tensor<1x2x1x64xbf16>) scale(0.125) -> tensor<1x2x1x64xbf16>
   return %r : tensor<1x2x1x64xbf16>
 }
+
+// -----
+
+// Block tensors (kv_blocks, blocks of 32): the tiles are 32 x 32 so that
+// each lies in one block pair; per key block the listed kv blocks of the
+// row's query block are scanned, an unlisted block keeps the state and a
+// listed one runs without mask (no mask_mod, no full list).
+// CHECK-LABEL: func.func @block_tensors
+// CHECK-SAME: %[[KVN:[^:]+]]: tensor<1x1x2xi32>, %[[KVI:[^:]+]]: tensor<1x1x2x2xi32>
+// CHECK: scf.forall (%{{.*}}, %[[M0:.*]]) = (0, 0) to (2, 64) step (1, 32)
+// CHECK: scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}})
+// CHECK: %[[N0:.*]] = arith.muli %[[J]], %c32
+// CHECK: %[[QB:.*]] = arith.divui %[[M0]], %c32
+// CHECK: %[[KB:.*]] = arith.divui %[[N0]], %c32
+// CHECK: tensor.extract %[[KVN]][%c0, %c0, %[[QB]]]
+// CHECK: %[[LISTED:.*]] = scf.for
+// CHECK: tensor.extract %[[KVI]][%c0, %c0, %[[QB]], %{{.*}}]
+// CHECK: arith.cmpi eq, %{{.*}}, %[[KB]]
+// CHECK: scf.if %[[LISTED]]
+// CHECK: linalg.generic
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %[[MX]], %[[L]], %[[ACC]]
+// CHECK: flex.tiles = array<i64: 32, 32>
+func.func @block_tensors(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: tensor<1x2x64x16xf32>, %n: tensor<1x1x2xi32>, %i: tensor<1x1x2x2xi32>) -> tensor<1x2x64x16xf32> {
+  %o = tensor.empty() : tensor<1x2x64x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>, tensor<1x2x64x16xf32>)
+      kv_blocks(%n, %i : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) block_sizes [32, 32]
+      outs(%o : tensor<1x2x64x16xf32>) scale(0.25) -> tensor<1x2x64x16xf32>
+  return %r : tensor<1x2x64x16xf32>
+}

@@ -223,3 +223,69 @@ func.func @tensor_form(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, %v: t
       outs(%o : tensor<1x2x16x8xf32>) scale(0.125) -> tensor<1x2x16x8xf32>
   return %r : tensor<1x2x16x8xf32>
 }
+
+// -----
+
+// Block tensors: per point, qb = m / 32 and kb = n / 32; the row
+// [0 (broadcast batch), h, qb] of each list is scanned for kb with the
+// count clamped to [0, NB]; keep = full || (partial && mask_mod).
+// CHECK-LABEL: func.func @block_tensors
+// CHECK-SAME: %[[NUM:[^:]+]]: memref<1x4x4xi32>, %[[IDX:[^:]+]]: memref<1x4x4x2xi32>, %[[FNUM:[^:]+]]: memref<1x4x4xi32>, %[[FIDX:[^:]+]]: memref<1x4x4x2xi32>)
+// CHECK: scf.for %{{[^ ]+}} = %{{.+}} to %{{.+}} step
+// CHECK: scf.for %[[H:[^ ]+]] = %{{.+}} to %{{.+}} step
+// CHECK: scf.for %[[M:[^ ]+]] = %{{.+}} to %{{.+}} step
+// CHECK: scf.for %[[N:[^ ]+]] = %{{.+}} to %{{.+}} step
+// CHECK: scf.yield %{{.+}} : f32
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[S:.+]] = arith.mulf %{{.+}}, %{{.+}} : f32
+// CHECK: %[[CAUSAL:.+]] = arith.cmpi sge, %[[M]], %[[N]] : index
+// CHECK: %[[QB:.+]] = arith.divui %[[M]], %[[C32:.+]] : index
+// CHECK: %[[KB:.+]] = arith.divui %[[N]], %{{.+}} : index
+// CHECK: %[[QBOK:.+]] = arith.cmpi ult, %[[QB]], %{{.+}} : index
+// CHECK: %[[ROWOK:.+]] = arith.andi %{{.+}}, %[[QBOK]] : i1
+// CHECK: %[[CNT:.+]] = scf.if %[[ROWOK]] -> (index) {
+// CHECK:   %[[C:.+]] = memref.load %[[NUM]][%[[B0:.+]], %[[H]], %[[QB]]] : memref<1x4x4xi32>
+// CHECK:   arith.index_cast %[[C]] : i32 to index
+// CHECK: %[[LO:.+]] = arith.maxsi %[[CNT]], %{{.+}} : index
+// CHECK: %[[HI:.+]] = arith.minsi %[[LO]], %[[C2:.+]] : index
+// CHECK: %[[PART:.+]] = scf.for %[[J:.+]] = %{{.+}} to %[[HI]] step %{{.+}} iter_args(%[[F:.+]] = %false) -> (i1) {
+// CHECK:   %[[L:.+]] = memref.load %[[IDX]][%[[B0]], %[[H]], %[[QB]], %[[J]]] : memref<1x4x4x2xi32>
+// CHECK:   %[[LI:.+]] = arith.index_cast %[[L]] : i32 to index
+// CHECK:   %[[EQ:.+]] = arith.cmpi eq, %[[LI]], %[[KB]] : index
+// CHECK:   %[[OR:.+]] = arith.ori %[[F]], %[[EQ]] : i1
+// CHECK:   scf.yield %[[OR]] : i1
+// CHECK: memref.load %[[FNUM]][%{{.+}}, %[[H]], %[[QB]]]
+// CHECK: %[[FULL:.+]] = scf.for
+// CHECK:   memref.load %[[FIDX]][%{{.+}}, %[[H]], %[[QB]], %{{.+}}]
+// CHECK: %[[PM:.+]] = arith.andi %[[PART]], %[[CAUSAL]] : i1
+// CHECK: %[[KEEP:.+]] = arith.ori %[[FULL]], %[[PM]] : i1
+// CHECK: arith.select %[[KEEP]], %[[S]], %{{.+}} : f32
+func.func @block_tensors(%q: tensor<2x4x100x8xf32>, %k: tensor<2x4x64x8xf32>, %v: tensor<2x4x64x8xf32>, %n: tensor<1x4x4xi32>, %i: tensor<1x4x4x2xi32>, %fn: tensor<1x4x4xi32>, %fi: tensor<1x4x4x2xi32>) -> tensor<2x4x100x8xf32> {
+  %o = tensor.empty() : tensor<2x4x100x8xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<2x4x100x8xf32>, tensor<2x4x64x8xf32>, tensor<2x4x64x8xf32>)
+      kv_blocks(%n, %i : tensor<1x4x4xi32>, tensor<1x4x4x2xi32>)
+      full_kv_blocks(%fn, %fi : tensor<1x4x4xi32>, tensor<1x4x4x2xi32>)
+      block_sizes [32, 32]
+      outs(%o : tensor<2x4x100x8xf32>) scale(0.125)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %kv: index):
+        %c = arith.cmpi sge, %m, %kv : index
+        flex.yield %c : i1
+      } -> tensor<2x4x100x8xf32>
+  return %r : tensor<2x4x100x8xf32>
+}
+
+// -----
+
+// Without mask_mod and full blocks: keep = listed (no mask_mod to combine).
+// CHECK-LABEL: func.func @block_tensors_no_mask
+// CHECK: %[[PART:.+]] = scf.for %{{.+}} iter_args(%{{.+}} = %false) -> (i1)
+// CHECK: %[[KEEP:.+]] = arith.ori %false{{.*}}, %[[PART]] : i1
+// CHECK: arith.select %[[KEEP]]
+func.func @block_tensors_no_mask(%q: tensor<1x1x64x8xf32>, %k: tensor<1x1x64x8xf32>, %v: tensor<1x1x64x8xf32>, %n: tensor<1x1x2xi32>, %i: tensor<1x1x2x2xi32>) -> tensor<1x1x64x8xf32> {
+  %o = tensor.empty() : tensor<1x1x64x8xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x8xf32>, tensor<1x1x64x8xf32>, tensor<1x1x64x8xf32>)
+      kv_blocks(%n, %i : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) block_sizes [32, 32]
+      outs(%o : tensor<1x1x64x8xf32>) scale(0.125) -> tensor<1x1x64x8xf32>
+  return %r : tensor<1x1x64x8xf32>
+}

@@ -1,7 +1,8 @@
 //===- BufferizableOpInterfaceImpl.cpp - bufferization of flex.attention --===//
 //
 // Destination-passing bufferization: each init (output, logsumexp,
-// max_scores) aliases its result; query, key, value and captures are read.
+// max_scores) aliases its result; query, key, value, captures and the block
+// tensors are read.
 // Inits are written before they are read, so they need no copy of their
 // initial contents. Region bodies are moved unchanged: their tensor.extract
 // of captures are bufferized by One-Shot Bufferize like any other op.
@@ -61,13 +62,19 @@ struct AttentionOpBufferization
                      v = buf(attn.getValue()), o = buf(attn.getOutput()),
                      l = buf(attn.getLogsumexp()),
                      m = buf(attn.getMaxScores());
+    FailureOr<Value> kvn = buf(attn.getKvNumBlocks()),
+                     kvi = buf(attn.getKvIndices()),
+                     fkvn = buf(attn.getFullKvNumBlocks()),
+                     fkvi = buf(attn.getFullKvIndices());
     if (failed(q) || failed(k) || failed(v) || failed(o) || failed(l) ||
-        failed(m))
+        failed(m) || failed(kvn) || failed(kvi) || failed(fkvn) ||
+        failed(fkvi))
       return failure();
-    auto newOp = AttentionOp::create(rewriter, op->getLoc(), TypeRange{}, *q,
-                                     *k, *v, captures, attn.getOffsets(), *o,
-                                     *l, *m, attn.getScaleAttr(),
-                                     attn.getKvGroupSizeAttr());
+    auto newOp = AttentionOp::create(
+        rewriter, op->getLoc(), TypeRange{}, *q, *k, *v, captures,
+        attn.getOffsets(), *kvn, *kvi, *fkvn, *fkvi, *o, *l, *m,
+        attn.getScaleAttr(), attn.getKvGroupSizeAttr(),
+        attn.getBlockSizesAttr());
     rewriter.inlineRegionBefore(attn.getScoreMod(), newOp.getScoreMod(),
                                 newOp.getScoreMod().end());
     rewriter.inlineRegionBefore(attn.getMaskMod(), newOp.getMaskMod(),

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+#include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -202,6 +203,8 @@ LogicalResult AttentionOp::verify() {
   if (!getOffsets().empty() && getOffsets().size() != 3)
     return emitOpError() << "expected 0 or 3 offsets (b, h, q_idx), got "
                          << getOffsets().size();
+  if (failed(verifyBlockTensors(*this)))
+    return failure();
   // Results.
   if (allTensors) {
     if (getNumResults() != getNumDpsInits())
@@ -313,9 +316,17 @@ Value AttentionOp::emitModifiedScore(OpBuilder &b, Location loc,
   if (hasScoreMod())
     score = inlineRegion(getScoreMod(),
                          {rawScore, global[0], global[1], global[2], kvIdx});
-  if (hasMaskMod()) {
-    Value keep =
-        inlineRegion(getMaskMod(), {global[0], global[1], global[2], kvIdx});
+  if (hasMaskMod() || hasBlockTensors()) {
+    Value keep;
+    if (hasMaskMod())
+      keep =
+          inlineRegion(getMaskMod(), {global[0], global[1], global[2], kvIdx});
+    if (hasBlockTensors())
+      keep = combineBlockStatus(
+          b, loc,
+          emitPointBlockStatus(b, loc, *this, global[0], global[1], global[2],
+                               kvIdx),
+          keep);
     Value negInf = arith::ConstantOp::create(
         b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
     score = arith::SelectOp::create(b, loc, keep, score, negInf);

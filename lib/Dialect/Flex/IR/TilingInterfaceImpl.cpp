@@ -179,9 +179,13 @@ AttentionOp::getTiledImplementation(OpBuilder &b,
       if (init)
         resultTypes.push_back(init.getType());
 
+  // Block tensors are read whole: the tile's rows find their block from
+  // their global index (offsets).
   auto tiled = AttentionOp::create(
-      b, loc, resultTypes, q, k, v, getCaptures(), newOffsets, out, lse, mx,
-      getScaleAttr(), groupAttr);
+      b, loc, resultTypes, q, k, v, getCaptures(), newOffsets,
+      getKvNumBlocks(), getKvIndices(), getFullKvNumBlocks(),
+      getFullKvIndices(), out, lse, mx, getScaleAttr(), groupAttr,
+      getBlockSizesAttr());
   IRMapping map;
   getScoreMod().cloneInto(&tiled.getScoreMod(), map);
   getMaskMod().cloneInto(&tiled.getMaskMod(), map);

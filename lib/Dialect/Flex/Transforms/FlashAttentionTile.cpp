@@ -15,6 +15,7 @@
 // from the tile's own K and V.
 //
 //===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
 
@@ -110,6 +111,28 @@ ifElse(OpBuilder &b, Location loc, Value cond, TypeRange types,
   return SmallVector<Value>(ifOp.getResults());
 }
 
+/// The BlockMask tensors' verdict on a tile (which lies in one block pair,
+/// see chooseFlashConfig) folded into the mask's classification: live when
+/// the block is listed full, or partial and the mask may keep a point;
+/// full (no mask) when listed full, or partial and the mask keeps all.
+static BlockClass withBlockTensors(OpBuilder &b, Location loc,
+                                   const RowTile &t, Value n0,
+                                   BlockClass mask) {
+  ArrayRef<int64_t> bs = *t.op.getBlockSizes();
+  Value qBlock = arith::DivUIOp::create(b, loc, t.m0, cIdx(b, loc, bs[0]));
+  Value kvBlock = arith::DivUIOp::create(b, loc, n0, cIdx(b, loc, bs[1]));
+  BlockStatus st = emitBlockStatus(b, loc, t.op, t.b, t.h, qBlock, kvBlock);
+  Value t1 = arith::ConstantIntOp::create(b, loc, 1, 1);
+  Value f1 = arith::ConstantIntOp::create(b, loc, 0, 1);
+  Value maskLive = mask.live ? mask.live : t1;
+  Value maskFull = mask.full ? mask.full : (t.op.hasMaskMod() ? f1 : t1);
+  auto either = [&](Value partialAnd) {
+    return arith::OrIOp::create(
+        b, loc, st.full, arith::AndIOp::create(b, loc, st.partial, partialAnd));
+  };
+  return {either(maskLive), either(maskFull)};
+}
+
 /// The loop over key blocks, carrying (mx, l, acc).
 static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
                                StringRef kind, ValueRange init) {
@@ -129,6 +152,8 @@ static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
         BlockBox box{t.b,   t.h,       t.m0,    mHi,    n0,
                      nHi,   t.rows,    lay.kvLen, t.tileM, t.tileN};
         BlockClass cls = classifyBlock(nb, l, t.op, kind, box);
+        if (t.op.hasBlockTensors())
+          cls = withBlockTensors(nb, l, t, n0, cls);
         auto compute = [&]() -> SmallVector<Value> {
           if (!cls.full)
             return buildBlock(nb, l, t, n0, st, hasMask);
@@ -184,6 +209,12 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
     return tile.emitOpError("expected a row tile with query [1, 1, M, E], "
                             "M <= tile-m = ")
            << mt << " (tile B, Hq and M first), got " << qTy;
+  if (std::optional<ArrayRef<int64_t>> bs = tile.getBlockSizes())
+    if ((*bs)[0] % mt || (*bs)[1] % cfg.tileN)
+      return tile.emitOpError("the row tile (")
+             << mt << " rows, key blocks of " << cfg.tileN
+             << ") must nest in the BlockMask blocks (" << (*bs)[0] << ", "
+             << (*bs)[1] << ")";
   OpBuilder::InsertionGuard g(rewriter);
   rewriter.setInsertionPoint(tile);
   Location loc = tile.getLoc();

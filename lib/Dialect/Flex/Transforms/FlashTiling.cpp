@@ -28,6 +28,15 @@ std::optional<std::string> mlir::flex::flashUnsupportedReason(AttentionOp op) {
   return std::nullopt;
 }
 
+/// The largest divisor of `block` that is at most `limit` (tiles nest in
+/// the blocks of a BlockMask).
+static int64_t largestDivisorAtMost(int64_t block, int64_t limit) {
+  for (int64_t d = std::min(block, limit); d > 1; --d)
+    if (block % d == 0)
+      return d;
+  return 1;
+}
+
 FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
                                           FlashConfig requested) {
   FlashConfig cfg = requested;
@@ -41,6 +50,12 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
                                   : (cfg.tileM <= 16 ? 128 : 64);
   if (!ShapedType::isDynamic(n) && n > 0 && n < cfg.tileN)
     cfg.tileN = n;
+  // With BlockMask tensors every tile lies in one (query, kv) block pair,
+  // whose status then classifies the whole tile.
+  if (std::optional<ArrayRef<int64_t>> bs = op.getBlockSizes()) {
+    cfg.tileM = largestDivisorAtMost((*bs)[0], cfg.tileM);
+    cfg.tileN = largestDivisorAtMost((*bs)[1], cfg.tileN);
+  }
   // Rows of S are single vectors in the softmax: Nt <= kMaxFmaChunk.
   cfg.vectorize = requested.vectorize && cfg.tileN <= kMaxFmaChunk;
   // Few query rows (decode): transposing K would cost as much as the

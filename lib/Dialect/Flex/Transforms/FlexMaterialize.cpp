@@ -1,7 +1,9 @@
 //===- FlexMaterialize.cpp - frontend flex calls to flex.attention --------===//
 //
-// Rewrites each `func.call @__flex_attention_N(q, k, v, buffers...)` emitted
-// by torch_mlir_flex.frontend into a `flex.attention` op on tensors. The
+// Rewrites each `func.call @__flex_attention_N(q, k, v, buffers...,
+// block tensors...)` emitted by torch_mlir_flex.frontend into a
+// `flex.attention` op on tensors (block tensors -> kv_blocks /
+// full_kv_blocks, `flex.block_sizes` -> block_sizes). The
 // score_mod / mask_mod functions (linalg-on-tensors) are turned into scalar
 // code inside the op's regions by ModifierScalarizer
 // (FlexMaterializeScalarizer.cpp, FlexMaterializeLinalg.cpp). Anything that
@@ -110,8 +112,16 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
   };
   FailureOr<int64_t> numScore = getCount("flex.num_score_buffers");
   FailureOr<int64_t> numMask = getCount("flex.num_mask_buffers");
-  if (failed(numScore) || failed(numMask))
+  FailureOr<int64_t> numBlock = getCount("flex.num_block_tensors");
+  if (failed(numScore) || failed(numMask) || failed(numBlock))
     return failure();
+  auto blockSizes = decl->getAttrOfType<DenseI64ArrayAttr>("flex.block_sizes");
+  if (*numBlock != 0 && *numBlock != 2 && *numBlock != 4)
+    return err() << "'flex.num_block_tensors' must be 0, 2 or 4", failure();
+  if (static_cast<bool>(blockSizes) != (*numBlock != 0))
+    return err() << "'flex.block_sizes' (array<i64: QBS, KVBS>) must be given "
+                    "exactly when 'flex.num_block_tensors' is nonzero",
+           failure();
   auto getFlag = [&](StringRef name) -> FailureOr<bool> {
     Attribute a = decl->getAttr(name);
     if (!a)
@@ -152,13 +162,16 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
     return failure();
 
   // Operands and results.
-  int64_t expectedOperands = 3 + *numScore + *numMask;
-  if (static_cast<int64_t>(call.getNumOperands()) != expectedOperands)
-    return err() << "expected " << expectedOperands
-                 << " operands (q, k, v, " << *numScore
-                 << " score buffer(s), " << *numMask
-                 << " mask buffer(s)), got " << call.getNumOperands(),
-           failure();
+  int64_t expectedOperands = 3 + *numScore + *numMask + *numBlock;
+  if (static_cast<int64_t>(call.getNumOperands()) != expectedOperands) {
+    InFlightDiagnostic diag = err() << "expected " << expectedOperands
+                                    << " operands (q, k, v, " << *numScore
+                                    << " score buffer(s), " << *numMask
+                                    << " mask buffer(s)";
+    if (*numBlock)
+      diag << ", " << *numBlock << " block tensor(s)";
+    return diag << "), got " << call.getNumOperands(), failure();
+  }
   if (call.getNumResults() != 3)
     return err() << "expected 3 results (output, logsumexp, max_scores), got "
                  << call.getNumResults(),
@@ -188,10 +201,12 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
       return err() << "result #" << i << " must be a rank-" << rank
                    << " ranked tensor, got " << call.getResult(i).getType(),
              failure();
-  ValueRange buffers = call.getOperands().drop_front(3);
-  for (Value buf : buffers)
+  ValueRange blockTensors = call.getOperands().take_back(*numBlock);
+  ValueRange buffers = call.getOperands().drop_front(3).drop_back(*numBlock);
+  for (Value buf : call.getOperands().drop_front(3))
     if (!isa<RankedTensorType>(buf.getType()))
-      return err() << "captured buffers must be ranked tensors, got "
+      return err() << "captured buffers and block tensors must be ranked "
+                      "tensors, got "
                    << buf.getType(),
              failure();
   ValueRange scoreBufs = buffers.take_front(*numScore);
@@ -280,11 +295,14 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
   if (wantMax)
     resultTypes.push_back(call.getResult(2).getType());
 
+  auto blockAt = [&](int64_t i) {
+    return i < *numBlock ? blockTensors[i] : Value();
+  };
   auto op = AttentionOp::create(
-      b, loc, resultTypes, q, k, v, captures, ValueRange(), outInit, lseInit,
-      maxInit,
+      b, loc, resultTypes, q, k, v, captures, ValueRange(), blockAt(0),
+      blockAt(1), blockAt(2), blockAt(3), outInit, lseInit, maxInit,
       b.getF32FloatAttr(static_cast<float>(scaleAttr.getValueAsDouble())),
-      IntegerAttr());
+      IntegerAttr(), blockSizes);
   if (scoreFn && !isIdentityModifier(*scoreRegion, /*isScore=*/true))
     op.getScoreMod().takeBody(*scoreRegion);
   if (maskFn && !isIdentityModifier(*maskRegion, /*isScore=*/false))

@@ -2,10 +2,12 @@
 //
 // flex-insert-checks: every tensor.extract in a flex.attention region or a
 // linalg.generic body whose index is not provably in range gets a
-// flex.check and an in-range read; cf.assert becomes flex.check. See
+// flex.check and an in-range read; cf.assert becomes flex.check; the block
+// tensors of flex.attention get their checks (BlockTensors.h). See
 // Passes.td for the contract.
 //
 //===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
@@ -322,8 +324,12 @@ struct FlexInsertChecksPass
   void runOnOperation() override {
     SmallVector<std::pair<tensor::ExtractOp, Operation *>> reads;
     SmallVector<cf::AssertOp> asserts;
+    SmallVector<AttentionOp> withBlocks;
     getOperation()->walk([&](Operation *op) {
-      if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
+      if (auto attn = dyn_cast<AttentionOp>(op)) {
+        if (attn.hasBlockTensors())
+          withBlocks.push_back(attn);
+      } else if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
         if (Operation *scope = guardScope(read))
           if (!read.getIndices().empty())
             reads.push_back({read, scope});
@@ -333,6 +339,9 @@ struct FlexInsertChecksPass
     });
     for (auto [read, scope] : reads)
       guardRead(read, scope);
+    OpBuilder b(&getContext());
+    for (AttentionOp attn : withBlocks)
+      emitBlockTensorChecks(b, attn);
     for (cf::AssertOp a : asserts) {
       OpBuilder b(a);
       std::string msg = escapeBraces(a.getMsg());

@@ -88,10 +88,14 @@ def test_raw_verifies(kind, mutation):
             operands = re.search(r'\((%[^)]*)\) \{', line).group(1).split(", ")
             ns = int(re.search(r"num_score_buffers = (\d+)", line).group(1))
             nm = int(re.search(r"num_mask_buffers = (\d+)", line).group(1))
-            assert len(operands) == 6 + ns + nm
+            nb = re.search(r"num_block_tensors = (\d+)", line)
+            nb = int(nb.group(1)) if nb else 0
+            assert len(operands) == 6 + ns + nm + nb
         else:
             assert "num_score_buffers" not in line
-    assert (CAPTURE_OP in text) == (kind == "doc")
+    # A BlockMask built outside forward keeps its (constant) block tensors.
+    assert (CAPTURE_OP in text) == (kind in ("doc", "causal_outside", "two_calls"))
+    assert ("num_block_tensors = 4" in text) == (kind in ("causal_outside", "two_calls"))
     if kind == "gqa_lse":
         assert "enable_gqa = true" in text
     else:

@@ -65,6 +65,45 @@ def Flex_AttentionOp : Flex_Op<"attention", [
     `kv_group_size` is set by tiling, where the head extent of `query` no
     longer tells the GQA ratio.
 
+    Block sparsity (optional; PyTorch's `BlockMask` tensors). With
+    `kv_blocks(%kv_num_blocks, %kv_indices)` and `block_sizes [QBS, KVBS]`
+    (both > 0), the query rows are grouped into blocks of `QBS` rows and
+    the keys into blocks of `KVBS` columns. `kv_num_blocks` is `[Bb, Hb,
+    MB]` and `kv_indices` `[Bb, Hb, MB, NB]`, both i32; `Bb` is 1 or `B`
+    and `Hb` is 1 or `Hq` (1 broadcasts), `MB * QBS >= M`.
+    `full_kv_blocks(%full_kv_num_blocks, %full_kv_indices)` is an optional
+    second pair of the same shapes. For a point with global indices
+    `(b, h, m, n)`, `qb = m / QBS`, `kb = n / KVBS`, `bb = Bb == 1 ? 0 : b`,
+    `hb = Hb == 1 ? 0 : h`:
+
+    ```
+    full    = kb in full_kv_indices[bb, hb, qb, 0 : full_kv_num_blocks[bb, hb, qb]]
+    partial = kb in kv_indices[bb, hb, qb, 0 : kv_num_blocks[bb, hb, qb]]
+    keep    = full || (partial && mask_mod(b, h, m, n))
+    s''(n)  = keep ? s'(n) : -inf
+    ```
+
+    i.e. a block listed in neither list is masked, a full block skips
+    `mask_mod` (`score_mod` still applies) and a partial block evaluates it;
+    this is what `torch.compile(flex_attention)` computes (eager
+    `flex_attention` ignores the block tensors). The counts are clamped to
+    `[0, NB]`, so a bad count never reads outside `kv_indices`; index
+    values outside `[0, ceil(N / KVBS))` list no block. A block listed twice
+    counts once (torch.compile's CPU kernel would visit it twice). The
+    block tensors are read whole by every tile (tiling keeps global
+    offsets, so the block of a row is found from its global index).
+
+    ```mlir
+    %out = flex.attention
+        ins(%q, %k, %v : tensor<1x2x256x64xf32>, tensor<1x2x256x64xf32>,
+                         tensor<1x2x256x64xf32>)
+        kv_blocks(%kvn, %kvi : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>)
+        full_kv_blocks(%fkvn, %fkvi : tensor<1x1x2xi32>, tensor<1x1x2x2xi32>)
+        block_sizes [128, 128]
+        outs(%init : tensor<1x2x256x64xf32>)
+        scale(1.250000e-01) -> tensor<1x2x256x64xf32>
+    ```
+
     Regions: `score_mod` has arguments `(score: f32, b, h, q_idx, kv_idx:
     index)` and yields an f32; `mask_mod` has `(b, h, q_idx, kv_idx:
     index)` and yields an i1. An empty region is the identity score / no
@@ -123,11 +162,16 @@ def Flex_AttentionOp : Flex_Op<"attention", [
     AnyShaped:$value,
     Variadic<AnyShaped>:$captures,
     Variadic<Index>:$offsets,
+    Optional<AnyShaped>:$kv_num_blocks,
+    Optional<AnyShaped>:$kv_indices,
+    Optional<AnyShaped>:$full_kv_num_blocks,
+    Optional<AnyShaped>:$full_kv_indices,
     AnyShaped:$output,
     Optional<AnyShaped>:$logsumexp,
     Optional<AnyShaped>:$max_scores,
     F32Attr:$scale,
-    OptionalAttr<I64Attr>:$kv_group_size
+    OptionalAttr<I64Attr>:$kv_group_size,
+    OptionalAttr<DenseI64ArrayAttr>:$block_sizes
   );
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let regions = (region MaxSizedRegion<1>:$score_mod,
@@ -138,6 +182,11 @@ def Flex_AttentionOp : Flex_Op<"attention", [
         type($value) `)`
     (`captures` `(` $captures^ `:` type($captures) `)`)?
     (`offsets` `(` $offsets^ `)`)?
+    (`kv_blocks` `(` $kv_num_blocks^ `,` $kv_indices `:`
+        type($kv_num_blocks) `,` type($kv_indices) `)`)?
+    (`full_kv_blocks` `(` $full_kv_num_blocks^ `,` $full_kv_indices `:`
+        type($full_kv_num_blocks) `,` type($full_kv_indices) `)`)?
+    (`block_sizes` $block_sizes^)?
     `outs` `(` $output `:` type($output) `)`
     (`logsumexp` `(` $logsumexp^ `:` type($logsumexp) `)`)?
     (`max_scores` `(` $max_scores^ `:` type($max_scores) `)`)?
@@ -150,6 +199,21 @@ def Flex_AttentionOp : Flex_Op<"attention", [
 
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
+
+  let builders = [
+    // Without block-sparsity operands (every caller that predates them).
+    OpBuilder<(ins "::mlir::TypeRange":$results, "::mlir::Value":$query,
+      "::mlir::Value":$key, "::mlir::Value":$value,
+      "::mlir::ValueRange":$captures, "::mlir::ValueRange":$offsets,
+      "::mlir::Value":$output, "::mlir::Value":$logsumexp,
+      "::mlir::Value":$max_scores, "::mlir::FloatAttr":$scale,
+      "::mlir::IntegerAttr":$kv_group_size), [{
+      build($_builder, $_state, results, query, key, value, captures, offsets,
+            ::mlir::Value(), ::mlir::Value(), ::mlir::Value(), ::mlir::Value(),
+            output, logsumexp, max_scores, scale, kv_group_size,
+            ::mlir::DenseI64ArrayAttr());
+    }]>
+  ];
 
   let extraClassDeclaration = [{
     // DestinationStyleOpInterface: output, then logsumexp / max_scores.
@@ -169,6 +233,11 @@ def Flex_AttentionOp : Flex_Op<"attention", [
     }
     bool hasScoreMod() { return !getScoreMod().empty(); }
     bool hasMaskMod() { return !getMaskMod().empty(); }
+    /// True when the op carries BlockMask tensors (kv_blocks).
+    bool hasBlockTensors() { return static_cast<bool>(getKvNumBlocks()); }
+    bool hasFullBlockTensors() {
+      return static_cast<bool>(getFullKvNumBlocks());
+    }
     bool hasTensorSemantics();
     bool hasBufferSemantics();
 
@@ -176,8 +245,8 @@ def Flex_AttentionOp : Flex_Op<"attention", [
     int64_t getGroupSize();
 
     /// Emits the masked, modified score s'' for one (b, h, m, n) point
-    /// (indices local to this op; offsets are added here). `qRow` gives the
-    /// query element loader.
+    /// (indices local to this op; offsets are added here), block tensors
+    /// included (BlockTensors.h).
     ::mlir::Value emitModifiedScore(::mlir::OpBuilder &b, ::mlir::Location loc,
                                     ::mlir::Value rawScore,
                                     ::mlir::ValueRange localIdx,

@@ -287,6 +287,13 @@ def FlexInsertChecks : Pass<"flex-insert-checks", "ModuleOp"> {
     assert in @f)"` (braces escaped). The checks are placed right after their index is computed,
     so a guard precedes torch-mlir's own asserts on the same index.
 
+    A flex.attention with block tensors gets, in front of it, a loop over
+    `kv_num_blocks` (and `full_kv_num_blocks`) checking every count is in
+    `[0, NB]` ("kv_num_blocks value {0} at query block {1} is out of
+    range ..."; the lowering clamps such counts), and for dynamic
+    extents the verifier's shape rules (batch/head extent 1 or equal,
+    `MB * QBS >= M`).
+
     ```mlir
     %e = tensor.extract %tab[%i] : tensor<8xf32>      // in score_mod
     ==>

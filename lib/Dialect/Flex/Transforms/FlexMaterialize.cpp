@@ -83,63 +83,73 @@ static bool isFlexDeclaration(func::FuncOp fn) {
   });
 }
 
-LogicalResult
-FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
-                                 SymbolTable &symbols,
-                                 llvm::SetVector<Operation *> &deadDecls,
-                                 llvm::SetVector<Operation *> &deadMods) {
-  auto err = [&]() {
-    return call.emitError() << kPassName << ": @" << decl.getSymName()
-                            << ": ";
-  };
+/// The error prefix of every diagnostic about one flex call.
+static InFlightDiagnostic callError(func::CallOp call, func::FuncOp decl) {
+  return call.emitError() << kPassName << ": @" << decl.getSymName() << ": ";
+}
+
+namespace {
+/// What a flex declaration's `flex.*` attributes say about its calls.
+struct FlexDecl {
+  FloatAttr scale;
+  int64_t numScore = 0, numMask = 0, numBlock = 0;
+  DenseI64ArrayAttr blockSizes;
+  bool returnLse = false, returnMax = false, enableGqa = false;
+  func::FuncOp scoreFn, maskFn;
+};
+} // namespace
+
+/// Reads and checks the declaration's attributes (python/torch_mlir_flex/
+/// frontend/README.md has the contract).
+static FailureOr<FlexDecl> readFlexDecl(func::CallOp call, func::FuncOp decl,
+                                        SymbolTable &symbols) {
+  auto err = [&]() { return callError(call, decl); };
   if (!decl.isExternal())
     return err() << "flex call target must be a declaration", failure();
-
-  // Attributes.
-  auto scaleAttr = decl->getAttrOfType<FloatAttr>("flex.scale");
-  if (!scaleAttr)
+  FlexDecl d;
+  d.scale = decl->getAttrOfType<FloatAttr>("flex.scale");
+  if (!d.scale)
     return err() << "missing or non-float 'flex.scale' attribute", failure();
-  auto getCount = [&](StringRef name) -> FailureOr<int64_t> {
+  auto getCount = [&](StringRef name, int64_t &out) -> LogicalResult {
     Attribute a = decl->getAttr(name);
     if (!a)
-      return 0;
+      return success();
     auto i = dyn_cast<IntegerAttr>(a);
     if (!i || !i.getType().isInteger() || i.getValue().isNegative() ||
         i.getValue().getActiveBits() > 32)
       return err() << "'" << name << "' must be a non-negative integer",
              failure();
-    return i.getInt();
+    out = i.getInt();
+    return success();
   };
-  FailureOr<int64_t> numScore = getCount("flex.num_score_buffers");
-  FailureOr<int64_t> numMask = getCount("flex.num_mask_buffers");
-  FailureOr<int64_t> numBlock = getCount("flex.num_block_tensors");
-  if (failed(numScore) || failed(numMask) || failed(numBlock))
+  if (failed(getCount("flex.num_score_buffers", d.numScore)) ||
+      failed(getCount("flex.num_mask_buffers", d.numMask)) ||
+      failed(getCount("flex.num_block_tensors", d.numBlock)))
     return failure();
-  auto blockSizes = decl->getAttrOfType<DenseI64ArrayAttr>("flex.block_sizes");
-  if (*numBlock != 0 && *numBlock != 2 && *numBlock != 4)
+  d.blockSizes = decl->getAttrOfType<DenseI64ArrayAttr>("flex.block_sizes");
+  if (d.numBlock != 0 && d.numBlock != 2 && d.numBlock != 4)
     return err() << "'flex.num_block_tensors' must be 0, 2 or 4", failure();
-  if (static_cast<bool>(blockSizes) != (*numBlock != 0))
+  if (static_cast<bool>(d.blockSizes) != (d.numBlock != 0))
     return err() << "'flex.block_sizes' (array<i64: QBS, KVBS>) must be given "
                     "exactly when 'flex.num_block_tensors' is nonzero",
            failure();
-  auto getFlag = [&](StringRef name) -> FailureOr<bool> {
+  auto getFlag = [&](StringRef name, bool &out) -> LogicalResult {
     Attribute a = decl->getAttr(name);
     if (!a)
-      return false;
+      return success();
     auto b = dyn_cast<BoolAttr>(a);
     if (!b)
       return err() << "'" << name << "' must be a bool", failure();
-    return b.getValue();
+    out = b.getValue();
+    return success();
   };
-  FailureOr<bool> returnLse = getFlag("flex.return_lse");
-  FailureOr<bool> returnMax = getFlag("flex.return_max_scores");
-  if (failed(returnLse) || failed(returnMax))
+  if (failed(getFlag("flex.return_lse", d.returnLse)) ||
+      failed(getFlag("flex.return_max_scores", d.returnMax)))
     return failure();
   Attribute gqaAttr = decl->getAttr("flex.enable_gqa");
   if (gqaAttr && !isa<UnitAttr>(gqaAttr))
     return err() << "'flex.enable_gqa' must be a unit attribute", failure();
-  bool enableGqa = static_cast<bool>(gqaAttr);
-
+  d.enableGqa = static_cast<bool>(gqaAttr);
   auto lookupModifier = [&](StringRef attrName,
                             func::FuncOp &out) -> LogicalResult {
     Attribute a = decl->getAttr(attrName);
@@ -156,32 +166,37 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
              failure();
     return success();
   };
-  func::FuncOp scoreFn, maskFn;
-  if (failed(lookupModifier("flex.score_mod", scoreFn)) ||
-      failed(lookupModifier("flex.mask_mod", maskFn)))
+  if (failed(lookupModifier("flex.score_mod", d.scoreFn)) ||
+      failed(lookupModifier("flex.mask_mod", d.maskFn)))
     return failure();
+  return d;
+}
 
-  // Operands and results.
-  int64_t expectedOperands = 3 + *numScore + *numMask + *numBlock;
+static RankedTensorType rankedOf(Value v, int64_t rank) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.getRank() == rank ? t : RankedTensorType();
+}
+
+/// Checks the call's operands (q, k, v, buffers, block tensors) and results
+/// against the declaration.
+static LogicalResult checkCallOperands(func::CallOp call, func::FuncOp decl,
+                                       const FlexDecl &d) {
+  auto err = [&]() { return callError(call, decl); };
+  int64_t expectedOperands = 3 + d.numScore + d.numMask + d.numBlock;
   if (static_cast<int64_t>(call.getNumOperands()) != expectedOperands) {
     InFlightDiagnostic diag = err() << "expected " << expectedOperands
-                                    << " operands (q, k, v, " << *numScore
-                                    << " score buffer(s), " << *numMask
+                                    << " operands (q, k, v, " << d.numScore
+                                    << " score buffer(s), " << d.numMask
                                     << " mask buffer(s)";
-    if (*numBlock)
-      diag << ", " << *numBlock << " block tensor(s)";
+    if (d.numBlock)
+      diag << ", " << d.numBlock << " block tensor(s)";
     return diag << "), got " << call.getNumOperands(), failure();
   }
   if (call.getNumResults() != 3)
     return err() << "expected 3 results (output, logsumexp, max_scores), got "
                  << call.getNumResults(),
            failure();
-  auto rankedOf = [](Value v, int64_t rank) -> RankedTensorType {
-    auto t = dyn_cast<RankedTensorType>(v.getType());
-    return t && t.getRank() == rank ? t : RankedTensorType();
-  };
-  Value q = call.getOperand(0), k = call.getOperand(1),
-        v = call.getOperand(2);
+  Value q = call.getOperand(0), k = call.getOperand(1), v = call.getOperand(2);
   for (auto [val, name] : {std::pair<Value, StringRef>(q, "query"),
                            {k, "key"}, {v, "value"}})
     if (!rankedOf(val, 4))
@@ -201,33 +216,46 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
       return err() << "result #" << i << " must be a rank-" << rank
                    << " ranked tensor, got " << call.getResult(i).getType(),
              failure();
-  ValueRange blockTensors = call.getOperands().take_back(*numBlock);
-  ValueRange buffers = call.getOperands().drop_front(3).drop_back(*numBlock);
   for (Value buf : call.getOperands().drop_front(3))
     if (!isa<RankedTensorType>(buf.getType()))
       return err() << "captured buffers and block tensors must be ranked "
                       "tensors, got "
                    << buf.getType(),
              failure();
-  ValueRange scoreBufs = buffers.take_front(*numScore);
-  ValueRange maskBufs = buffers.drop_front(*numScore);
-  if (!scoreFn && *numScore != 0)
+  if (!d.scoreFn && d.numScore != 0)
     return err() << "score buffers given without 'flex.score_mod'",
            failure();
-  if (!maskFn && *numMask != 0)
+  if (!d.maskFn && d.numMask != 0)
     return err() << "mask buffers given without 'flex.mask_mod'", failure();
-
   // GQA: the op derives the group size from static head counts.
   int64_t hq = rankedOf(q, 4).getDimSize(1), hkv = rankedOf(k, 4).getDimSize(1);
   bool staticHeads = !ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv);
-  if (staticHeads && hq != hkv && !enableGqa)
+  if (staticHeads && hq != hkv && !d.enableGqa)
     return err() << "query heads (" << hq << ") differ from key/value heads ("
                  << hkv << ") but 'flex.enable_gqa' is not set",
            failure();
-  if (enableGqa && !staticHeads)
+  if (d.enableGqa && !staticHeads)
     return err() << "'flex.enable_gqa' needs static head counts to derive "
                     "the group size",
            failure();
+  return success();
+}
+
+LogicalResult
+FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
+                                 SymbolTable &symbols,
+                                 llvm::SetVector<Operation *> &deadDecls,
+                                 llvm::SetVector<Operation *> &deadMods) {
+  FailureOr<FlexDecl> parsed = readFlexDecl(call, decl, symbols);
+  if (failed(parsed) || failed(checkCallOperands(call, decl, *parsed)))
+    return failure();
+  const FlexDecl &d = *parsed;
+  Value q = call.getOperand(0), k = call.getOperand(1), v = call.getOperand(2);
+  ValueRange blockTensors = call.getOperands().take_back(d.numBlock);
+  ValueRange buffers = call.getOperands().drop_front(3).drop_back(d.numBlock);
+  ValueRange scoreBufs = buffers.take_front(d.numScore);
+  ValueRange maskBufs = buffers.drop_front(d.numScore);
+  func::FuncOp scoreFn = d.scoreFn, maskFn = d.maskFn;
 
   // Regions, built detached first so that failure leaves the IR untouched.
   auto scoreRegion = std::make_unique<Region>();
@@ -249,8 +277,8 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
       op->erase();
     }
   };
-  ValueRange scoreCaps = ValueRange(captures).take_front(*numScore);
-  ValueRange maskCaps = ValueRange(captures).drop_front(*numScore);
+  ValueRange scoreCaps = ValueRange(captures).take_front(d.numScore);
+  ValueRange maskCaps = ValueRange(captures).drop_front(d.numScore);
   if ((scoreFn &&
        failed(ModifierScalarizer(call, "score_mod", scoreFn, constCaptures)
                   .run(*scoreRegion, scoreBufs, scoreCaps))) ||
@@ -277,8 +305,8 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
   SmallVector<std::pair<Value, int64_t>> outDims = {
       {q, 0}, {q, 1}, {q, 2}, {v, 3}};
   SmallVector<std::pair<Value, int64_t>> rowDims = {{q, 0}, {q, 1}, {q, 2}};
-  bool wantLse = *returnLse || !call.getResult(1).use_empty();
-  bool wantMax = *returnMax || !call.getResult(2).use_empty();
+  bool wantLse = d.returnLse || !call.getResult(1).use_empty();
+  bool wantMax = d.returnMax || !call.getResult(2).use_empty();
   Value outInit =
       makeInit(cast<RankedTensorType>(call.getResult(0).getType()), outDims);
   Value lseInit =
@@ -296,13 +324,13 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
     resultTypes.push_back(call.getResult(2).getType());
 
   auto blockAt = [&](int64_t i) {
-    return i < *numBlock ? blockTensors[i] : Value();
+    return i < d.numBlock ? blockTensors[i] : Value();
   };
   auto op = AttentionOp::create(
       b, loc, resultTypes, q, k, v, captures, ValueRange(), blockAt(0),
       blockAt(1), blockAt(2), blockAt(3), outInit, lseInit, maxInit,
-      b.getF32FloatAttr(static_cast<float>(scaleAttr.getValueAsDouble())),
-      IntegerAttr(), blockSizes);
+      b.getF32FloatAttr(static_cast<float>(d.scale.getValueAsDouble())),
+      IntegerAttr(), d.blockSizes);
   if (scoreFn && !isIdentityModifier(*scoreRegion, /*isScore=*/true))
     op.getScoreMod().takeBody(*scoreRegion);
   if (maskFn && !isIdentityModifier(*maskRegion, /*isScore=*/false))
@@ -314,7 +342,8 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
       if (init && init.use_empty())
         init.getDefiningOp()->erase();
     dropNewOps();
-    return err() << "the materialized flex.attention does not verify",
+    return callError(call, decl)
+               << "the materialized flex.attention does not verify",
            failure();
   }
 

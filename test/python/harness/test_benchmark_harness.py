@@ -1,0 +1,103 @@
+"""Smoke test of the benchmark harness (benchmarks/): one tiny configuration
+end to end through the harness functions, the report built from it, the
+targets evaluation and the README rewrite. No timing assertions.
+
+    PYTHONPATH=python pytest -q test/python/harness/test_benchmark_harness.py
+"""
+
+import json
+import os
+import sys
+
+import torch_mlir_flex  # noqa: F401  (before torch_mlir)
+import pytest
+import torch
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+from benchmarks import cases, report, run, runner  # noqa: E402
+from benchmarks import targets as tg  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def document_row():
+    """document mask (runtime ids), f32, S=64, D=16, H=2: ours, torch.compile, SDPA."""
+    cfg = cases.Config("document", torch.float32, S=64, D=16, H=2)
+    row = runner.run_config(cfg, runner.Options(peers=("torch.compile", "SDPA"), budget_s=0.0))
+    row["purpose"] = "speed"
+    return row
+
+
+def test_row_measures_every_implementation(document_row):
+    r = document_row
+    assert r["errors"] == {}
+    assert set(r["time"]) == {"ours", "torch.compile", "SDPA"}
+    assert all(t > 0 for t in r["time"].values())
+    assert set(r["mem"]) == set(r["time"])
+    assert r["reference"] == "torch.compile" and r["ok"] is True
+    assert r["max_abs_diff"] < 1e-4
+    assert r["compile_s"]["ours"] > 0
+    assert set(report.STAGES) <= set(r["stages"]["ours"])
+    doc = cases.document_ids(64)
+    m, n = torch.arange(64).view(-1, 1), torch.arange(64).view(1, -1)
+    assert r["kept"] == int(((doc[m] == doc[n]) & (m >= n)).sum())
+    assert r["flops"] == 4.0 * 16 * 2 * r["kept"]
+
+
+def test_report_and_readme_from_json(document_row, tmp_path):
+    data = dict(rows=[document_row], peaks={"f32": 100.0}, overhead=None, dtypes="f32",
+                meta=["test machine"])
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(data))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.README_BEGIN}\nold\n{report.README_END}\noutro\n")
+    assert run.main(["--from-json", str(saved), "--out", str(tmp_path / "out"),
+                     "--readme", str(readme)]) == 0
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "| document | f32 | 64 | 16 | 64×64 |" in md
+    assert "ours / torch.compile" in md and "## Targets (issue #11)" in md
+    assert md.count("| not run |") == len(tg.evaluate([document_row])) - 3
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "\nold\n" not in text
+    assert "| document | f32 |" in text
+    docs = list((tmp_path / "docs").glob("benchmark-*.md"))
+    assert len(docs) == 1 and docs[0].read_text() == md and f"`docs/{docs[0].name}`" in text
+
+
+def test_readme_without_markers_is_an_error(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text("no markers\n")
+    with pytest.raises(ValueError, match="no benchmark markers"):
+        report.update_readme(str(path), "table")
+
+
+def _row(case, dtype, S, D, ours, peer, sdpa=None, **kw):
+    time = {"ours": ours, "torch.compile": peer}
+    if sdpa:
+        time["SDPA"] = sdpa
+    return dict(case=case, dtype=dtype, S=S, D=D, flops=1e9, time=time, **kw)
+
+
+def test_targets_pass_fail_and_not_run():
+    rows = [_row("causal", "f32", 2048, 128, 1.0, 4.0, sdpa=1.0, compile_s={"ours": 0.5}),
+            _row("causal", "bf16", 2048, 128, 0.6, 1.0, compile_s={"ours": 1.5}),
+            _row("decode", "f32", 1024, 64, 0.7, 1.0)]
+    got = {t.name: t for t in tg.evaluate(rows, memory_dtypes=("f32",))}
+    every = got["ours / torch.compile, every case"]
+    assert (every.measured, every.where, every.passed) == (0.7, "decode f32 S=1024 D=64", True)
+    assert got["causal f32 S=1024..4096: ours / torch.compile"].passed is True
+    assert got["causal bf16 S=1024..4096: ours / torch.compile"].passed is False
+    assert got["causal f32: ours / SDPA"].passed is False  # 1.0 > 0.9
+    assert got["causal bf16: ours / SDPA"].passed is None
+    assert got["causal S=2048 D=128: ours bf16 GFLOP/s / ours f32 GFLOP/s"].measured == pytest.approx(1 / 0.6)
+    assert got["compile time per op, s (torch_mlir_flex.compile, cache off)"].passed is False
+    assert got["causal S=8192 f32: ours peak extra memory, MiB"].passed is None
+
+
+def test_default_grid_covers_every_target():
+    configs = {(c.case, str(c.dtype), c.S, c.D, p) for c, p in run.configurations(run.parse_args([]))}
+    for dt in ("torch.float32", "torch.bfloat16"):
+        assert ("document", dt, 4096, 256, "speed") in configs
+        assert ("causal", dt, 2048, 128, "speed") in configs
+        assert ("causal", dt, 8192, 64, "memory") in configs
+        for case in cases.CASES:
+            assert {(case, dt, S, D, "speed") for S in (1024, 4096) for D in (64, 128, 256)} <= configs

@@ -33,7 +33,8 @@ os.environ.setdefault("KMP_BLOCKTIME", "0")
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
 
-from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime, tiled_pipeline
+from torch_mlir_flex.backend.pipelines import (PIPELINES, find_openmp_runtime, tiled_pipeline,
+                                               uses_openmp)
 
 from . import cases, overhead, peak, report, runner
 from . import targets as tg
@@ -137,15 +138,15 @@ def progress_line(row):
 
 
 def meta_lines(args, peaks, ovh, seconds, load_start):
-    omp = find_openmp_runtime()
     backend = split(args.backends)[0]
+    omp = find_openmp_runtime() if uses_openmp(PIPELINES[backend]) else None
     return [
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; torch {torch.__version__}; "
         f"{os.cpu_count()} CPUs; torch threads {torch.get_num_threads()}",
         f"ours: torch_mlir_flex.compile(module, args, backend={backend!r}); OpenMP "
         + (f"runtime {os.path.basename(omp)}, OMP_NUM_THREADS="
            f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, KMP_BLOCKTIME="
-           f"{os.environ.get('KMP_BLOCKTIME')}" if omp else "runtime not found (one thread)"),
+           f"{os.environ.get('KMP_BLOCKTIME')}" if omp else "not used (one thread)"),
         "measured matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()),
         overhead.describe(ovh) if ovh else "per-call overhead: not measured",
         f"run took {seconds:.0f} s; load average {load_start:.1f} at start, "

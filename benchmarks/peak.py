@@ -1,6 +1,7 @@
 """The machine's measured peak: GFLOP/s of a large square matmul through
-torch (its BLAS / oneDNN kernels), per dtype, best of a few calls (the
-benchmark calibrates before and after its run and keeps the best)."""
+torch (its BLAS / oneDNN kernels), per dtype, best of a few calls. On a
+shared machine any one sample may be low: the benchmark calibrates before
+and after its run, samples once after each configuration, keeps the best."""
 
 import time
 

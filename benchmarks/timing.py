@@ -3,9 +3,12 @@
 `interleaved_medians`: the implementations take turns call by call, so a
 load change on a shared machine hits all of them alike; medians per
 implementation. `peak_extra_bytes`: growth of the process's peak RSS
-(VmHWM, reset through /proc/self/clear_refs) over its RSS before one call.
+(VmHWM, reset through /proc/self/clear_refs) over its RSS before one call,
+after malloc returned its free memory to the OS.
 """
 
+import ctypes
+import gc
 import statistics
 import time
 
@@ -53,9 +56,20 @@ def _reset_peak_rss():
         return False
 
 
+def _release_free_memory():
+    """Hands memory that malloc keeps after earlier frees back to the OS
+    (glibc malloc_trim), so that a call reusing it still shows in RSS."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def peak_extra_bytes(fn):
-    """Peak RSS growth during one call of `fn` (None where /proc cannot
-    reset the peak)."""
+    """Peak RSS growth during one call of `fn` (its output included; None
+    where /proc cannot reset the peak)."""
+    _release_free_memory()
     if not _reset_peak_rss():
         return None
     base = _status_bytes("VmRSS")

@@ -55,7 +55,7 @@ def test_report_and_readme_from_json(document_row, tmp_path):
     md = (tmp_path / "out" / "results.md").read_text()
     assert "| document | f32 | 64 | 16 | 64×64 |" in md
     assert "ours / torch.compile" in md and "## Targets (issue #11)" in md
-    assert md.count("| not run |") == len(tg.evaluate([document_row])) - 3
+    assert md.count("| not run |") == len(tg.evaluate([document_row])) - 4
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n") and "\nold\n" not in text
     assert "| document | f32 |" in text
@@ -79,7 +79,8 @@ def _row(case, dtype, S, D, ours, peer, sdpa=None, **kw):
 
 def test_targets_pass_fail_and_not_run():
     rows = [_row("causal", "f32", 2048, 128, 1.0, 4.0, sdpa=1.0, compile_s={"ours": 0.5}),
-            _row("causal", "bf16", 2048, 128, 0.6, 1.0, compile_s={"ours": 1.5}),
+            _row("causal", "bf16", 2048, 128, 0.6, 1.0, compile_s={"ours": 1.5},
+                 stages={"ours": {"export": 0.9, "import": 0.3, "lower+jit": 0.2}}),
             _row("decode", "f32", 1024, 64, 0.7, 1.0)]
     got = {t.name: t for t in tg.evaluate(rows, memory_dtypes=("f32",))}
     every = got["ours / torch.compile, every case"]
@@ -90,6 +91,7 @@ def test_targets_pass_fail_and_not_run():
     assert got["causal bf16: ours / SDPA"].passed is None
     assert got["causal S=2048 D=128: ours bf16 GFLOP/s / ours f32 GFLOP/s"].measured == pytest.approx(1 / 0.6)
     assert got["compile time per op, s (torch_mlir_flex.compile, cache off)"].passed is False
+    assert got["compile time per op without torch.export, s (our stages)"].measured == pytest.approx(0.5)
     assert got["causal S=8192 f32: ours peak extra memory, MiB"].passed is None
 
 

@@ -11,7 +11,8 @@ Run from the repository root. The grid is --cases x --dtypes x --heads-dims
 x --sizes (B=1, H=8), plus causal S=2048 D=128 per dtype (the bf16-vs-f32
 target) and an S=--mem-size causal run per dtype (ours and SDPA; peak extra
 memory). Writes DIR/results.md, DIR/results.json and DIR/results.png
-(matplotlib), prints the targets of issue #11 with pass/fail, and with
+(matplotlib), prints the targets of issue #11 with pass/fail (exit status 1
+when an implementation failed or ours differs from its reference), and with
 --readme rewrites the table between the benchmark markers of README.md
 and writes the full tables to docs/benchmark-<date>.md.
 Case catalogue: benchmarks/cases.py; one configuration: benchmarks/runner.py.
@@ -87,6 +88,11 @@ def parse_args(argv):
         for k, v in QUICK.items():
             setattr(args, k, v)
         args.no_target_extras = True
+    for flag, value, known in (("--dtypes", args.dtypes, peak.DTYPES), ("--peers", args.peers, runner.PEERS),
+                               ("--cases", args.cases, cases.CASES)):
+        unknown = [x for x in split(value) if x not in known]
+        if unknown:
+            ap.error(f"{flag}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
     return args
 
 
@@ -109,9 +115,6 @@ def register_backends(names):
 def configurations(args):
     """[(Config, purpose)] in report order."""
     names = split(args.cases)
-    unknown = [c for c in names if c not in cases.CASES]
-    if unknown:
-        raise SystemExit(f"unknown case(s) {unknown}; known: {', '.join(cases.CASES)}")
     dtypes = [peak.DTYPES[d] for d in split(args.dtypes)]
     grid = {(c, dt, S, D) for c in names for dt in dtypes
             for S in split(args.sizes, int) for D in split(args.heads_dims, int)}
@@ -189,6 +192,9 @@ def write_outputs(data, args, log):
     log(f"wrote {args.out}/results.md" + (", results.json" if not args.from_json else "")
         + (", results.png" if report.plot(rows, png) else " (no plot: matplotlib not installed)"))
     log("\n".join(report.targets_table(results)))
+    errors = report.errors_lines(rows)
+    if errors:
+        log("failures (implementation errors or wrong results):\n" + "\n".join(errors))
     if args.readme:
         # the full tables next to the README, as docs/benchmark-<date>.md
         full = os.path.join("docs", f"benchmark-{data.get('date', today())}.md")
@@ -199,7 +205,7 @@ def write_outputs(data, args, log):
         report.update_readme(args.readme, report.readme_section(rows, data["meta"], peaks, results,
                                                                 full))
         log(f"updated the benchmark table of {args.readme}; full tables in {path}")
-    return results
+    return 1 if errors else 0
 
 
 def main(argv=None):
@@ -207,8 +213,7 @@ def main(argv=None):
     log = lambda s: print(s, flush=True)  # noqa: E731
     if args.from_json:
         with open(args.from_json) as f:
-            write_outputs(json.load(f), args, log)
-        return 0
+            return write_outputs(json.load(f), args, log)
     if args.one_thread:
         torch.set_num_threads(1)
         args.backends = "tiled-1t"
@@ -225,8 +230,7 @@ def main(argv=None):
     log("matmul peak (best of the run): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
     data = dict(rows=rows, peaks=peaks, overhead=ovh, dtypes=args.dtypes, date=today(),
                 meta=meta_lines(args, peaks, ovh, time.time() - t0, load_start))
-    write_outputs(data, args, log)
-    return 0
+    return write_outputs(data, args, log)
 
 
 if __name__ == "__main__":

@@ -103,3 +103,19 @@ def test_default_grid_covers_every_target():
         assert ("causal", dt, 8192, 64, "memory") in configs
         for case in cases.CASES:
             assert {(case, dt, S, D, "speed") for S in (1024, 4096) for D in (64, 128, 256)} <= configs
+
+
+def test_failures_are_reported_and_set_the_exit_status(document_row, tmp_path):
+    bad = dict(document_row, ok=False, errors={"SDPA": "run: RuntimeError: boom"})
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(dict(rows=[bad], peaks={}, overhead=None, dtypes="f32", meta=["m"])))
+    assert run.main(["--from-json", str(saved), "--out", str(tmp_path)]) == 1
+    md = (tmp_path / "results.md").read_text()
+    assert "## Failures" in md and "SDPA: run: RuntimeError: boom" in md
+    assert "ours differs from torch.compile" in md and "FAIL |" in md
+
+
+def test_unknown_names_are_usage_errors():
+    for flag in ("--dtypes", "--peers", "--cases"):
+        with pytest.raises(SystemExit):
+            run.parse_args([flag, "nonsense"])

@@ -2,8 +2,8 @@
 users write them, and their peers.
 
 Each module's `flex_kwargs(*extra)` is what its `forward` passes to
-flex_attention (score_mod as a method, a BlockMask from create_block_mask,
-enable_gqa); the torch.compile peer gets the same kwargs, computed once
+flex_attention (a score_mod closure over the module's tensors, a BlockMask
+from create_block_mask, enable_gqa); the torch.compile peer gets the same kwargs, computed once
 (the BlockMask built outside the timed call, as a model reuses it across
 layers). The document mask reads its ids from a forward input (runtime
 data): its BlockMask is built inside forward. `instance(config)` builds the
@@ -23,9 +23,12 @@ SOFTCAP = 20.0
 GQA_GROUP = 4  # query heads per kv head
 
 
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
 def causal_block_mask(M, N):
-    return create_block_mask(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx, None, None, M, N,
-                             device="cpu")
+    return create_block_mask(causal, None, None, M, N, device="cpu")
 
 
 class FlexCall(torch.nn.Module):
@@ -65,16 +68,21 @@ class SlidingWindow(FlexCall):
         return dict(block_mask=self.block_mask)
 
 
+def document_mask(doc):
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
+
+    return mask_mod
+
+
 class Document(FlexCall):
     """Causal within a document; `doc` (int64 [S], document id per token)
     is a forward input."""
 
     def flex_kwargs(self, doc):
-        def mask_mod(b, h, q_idx, kv_idx):
-            return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
-
         S = doc.shape[0]
-        return dict(block_mask=create_block_mask(mask_mod, None, None, S, S, device="cpu"))
+        return dict(block_mask=create_block_mask(document_mask(doc), None, None, S, S,
+                                                 device="cpu"))
 
 
 class Alibi(Causal):
@@ -168,43 +176,37 @@ def kept_pairs(mask_mod, M, N, rows=1024):
                for r in range(0, M, rows))
 
 
-def _causal(b, h, q_idx, kv_idx):
-    return q_idx >= kv_idx
-
-
 def _build(case, cfg, M, N):
     """(module, runtime extras, mask_mod for the kept work, SDPA kwargs or None)."""
     if case in ("causal", "gqa"):
-        return Causal(M, N, enable_gqa=case == "gqa"), (), _causal, dict(is_causal=True,
-                                                                         enable_gqa=case == "gqa")
+        gqa = case == "gqa"
+        return Causal(M, N, enable_gqa=gqa), (), causal, dict(is_causal=True, enable_gqa=gqa)
     if case == "sliding_window":
         mask = sliding_window_mask(WINDOW)
         return SlidingWindow(M, N), (), mask, dict(attn_mask=_dense_mask(mask, M, N))
     if case == "document":
         doc = document_ids(M)
-
-        def mask(b, h, q_idx, kv_idx):
-            return (doc[q_idx] == doc[kv_idx]) & (q_idx >= kv_idx)
-
+        mask = document_mask(doc)
         return Document(), (doc,), mask, dict(attn_mask=_dense_mask(mask, M, N))
     if case == "alibi":
-        return Alibi(M, N, cfg.H), (), _causal, None
+        return Alibi(M, N, cfg.H), (), causal, None
     if case == "softcap":
-        return Softcap(M, N), (), _causal, None
+        return Softcap(M, N), (), causal, None
     if case == "decode":
         return Decode(), (), None, {}
     raise ValueError(f"unknown case {case!r}; known: {', '.join(CASES)}")
 
 
-# name -> one-line description (the order of the report)
+# name -> description (the order of the report); SDPA: how SDPA runs it
 CASES = {
-    "causal": "causal mask (BlockMask)",
-    "sliding_window": f"causal sliding window {WINDOW} (mask_mod reads a module attribute)",
-    "document": "causal document mask, document ids a runtime input",
-    "alibi": "ALiBi score_mod (per-head slopes buffer) + causal",
-    "softcap": f"tanh softcap {SOFTCAP:g} score_mod + causal",
-    "gqa": f"GQA {GQA_GROUP}:1 + causal",
-    "decode": "decode: M=1 query against N=S keys, no mask",
+    "causal": "causal BlockMask; SDPA is_causal",
+    "sliding_window": f"causal sliding window {WINDOW}; SDPA with a dense boolean mask",
+    "document": "causal document mask, document ids a forward input (BlockMask built in "
+                "forward); SDPA with a dense boolean mask",
+    "alibi": "ALiBi score_mod (per-head slopes buffer) + causal; no SDPA",
+    "softcap": f"tanh softcap {SOFTCAP:g} score_mod + causal; no SDPA",
+    "gqa": f"GQA {GQA_GROUP}:1 (enable_gqa) + causal; SDPA is_causal, enable_gqa",
+    "decode": "decode: one query against N=S keys, no mask; SDPA without mask",
 }
 
 

@@ -10,8 +10,9 @@ path) beside torch.compile(flex_attention) and SDPA.
 Run from the repository root. The grid is --cases x --dtypes x --heads-dims
 x --sizes (B=1, H=8), plus causal S=2048 D=128 per dtype (the bf16-vs-f32
 target) and an S=--mem-size causal run per dtype (ours and SDPA; peak extra
-memory). Writes DIR/results.md, DIR/results.json and DIR/results.png
-(matplotlib), prints the targets of issue #11 with pass/fail (exit status 1
+memory). Writes DIR/results.json (after every configuration, so that a
+run that dies can still be reported with --from-json), DIR/results.md and
+DIR/results.png (matplotlib), prints the targets of issue #11 with pass/fail (exit status 1
 when an implementation failed or ours differs from its reference), and with
 --readme rewrites the table between the benchmark markers of README.md
 and writes the full tables to docs/benchmark-<date>.md.
@@ -157,9 +158,11 @@ def meta_lines(args, peaks, ovh, seconds, load_start):
     ]
 
 
-def benchmark(args, peaks, log):
+def benchmark(args, peaks, log, save):
     """Rows of every configuration; `peaks` takes the best of a matmul
-    sample after each (the machine is shared: any one sample may be low)."""
+    sample after each (the machine is shared: any one sample may be low).
+    `save(rows)` after each configuration keeps what ran if a later one
+    aborts the process."""
     configs = configurations(args)
     dtypes = [peak.DTYPES[d] for d in split(args.dtypes)]
     backends = split(args.backends)
@@ -175,7 +178,20 @@ def benchmark(args, peaks, log):
         rows.append(row)
         log(f"[{time.time() - t0:6.0f}s] " + progress_line(row))
         peaks.update(peak.best(peaks, peak.calibrate(dtypes, n=min(2048, args.peak_n), reps=1)))
+        save(rows)
     return rows
+
+
+def save_json(data, out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(data, f, indent=1)
+
+
+def run_data(args, rows, peaks, ovh, t0, load_start):
+    """What results.json holds (also mid-run: report it with --from-json)."""
+    return dict(rows=rows, peaks=peaks, overhead=ovh, dtypes=args.dtypes, date=today(),
+                meta=meta_lines(args, peaks, ovh, time.time() - t0, load_start))
 
 
 def write_outputs(data, args, log):
@@ -186,8 +202,7 @@ def write_outputs(data, args, log):
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(md)
     if not args.from_json:
-        with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump(data, f, indent=1)
+        save_json(data, args.out)
     png = os.path.join(args.out, "results.png")
     log(f"wrote {args.out}/results.md" + (", results.json" if not args.from_json else "")
         + (", results.png" if report.plot(rows, png) else " (no plot: matplotlib not installed)"))
@@ -225,12 +240,11 @@ def main(argv=None):
     dtypes = [peak.DTYPES[d] for d in split(args.dtypes)]
     peaks = peak.calibrate(dtypes, n=args.peak_n)
     log("matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
-    rows = benchmark(args, peaks, log)
+    rows = benchmark(args, peaks, log, lambda rows: save_json(
+        run_data(args, rows, peaks, ovh, t0, load_start), args.out))
     peaks = peak.best(peaks, peak.calibrate(dtypes, n=args.peak_n))
     log("matmul peak (best of the run): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
-    data = dict(rows=rows, peaks=peaks, overhead=ovh, dtypes=args.dtypes, date=today(),
-                meta=meta_lines(args, peaks, ovh, time.time() - t0, load_start))
-    return write_outputs(data, args, log)
+    return write_outputs(run_data(args, rows, peaks, ovh, t0, load_start), args, log)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """Smoke test of the benchmark harness (benchmarks/): one tiny configuration
-end to end through the harness functions, the report built from it, the
-targets evaluation and the README rewrite. No timing assertions.
+end to end through the CLI (benchmarks.run.main), the report built from
+it, the targets evaluation and the README rewrite. No timing assertions.
 
     PYTHONPATH=python pytest -q test/python/harness/test_benchmark_harness.py
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -14,17 +15,34 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
-from benchmarks import cases, report, run, runner  # noqa: E402
+from benchmarks import cases, report, run  # noqa: E402
 from benchmarks import targets as tg  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def document_row():
-    """document mask (runtime ids), f32, S=64, D=16, H=2: ours, torch.compile, SDPA."""
-    cfg = cases.Config("document", torch.float32, S=64, D=16, H=2)
-    row = runner.run_config(cfg, runner.Options(peers=("torch.compile", "SDPA"), budget_s=0.0))
-    row["purpose"] = "speed"
-    return row
+def run_dir(tmp_path_factory):
+    """The CLI on one tiny configuration: document mask (runtime ids), f32,
+    S=64, D=16, H=8; ours, torch.compile, SDPA."""
+    out = tmp_path_factory.mktemp("bench")
+    assert run.main(["--cases", "document", "--sizes", "64", "--heads-dims", "16", "--dtypes", "f32",
+                     "--mem-size", "0", "--no-target-extras", "--peak-n", "256", "--budget", "0",
+                     "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def document_row(run_dir):
+    data = json.loads((run_dir / "results.json").read_text())
+    assert len(data["rows"]) == 1 and set(data["peaks"]) == {"f32"}
+    return data["rows"][0]
+
+
+def test_cli_writes_the_report(run_dir):
+    md = (run_dir / "results.md").read_text()
+    assert "| document | f32 | 64 | 16 | 64×64 |" in md
+    assert "## Compile time" in md and "## Targets (issue #11)" in md and "## Failures" not in md
+    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    assert (run_dir / "results.png").exists() == has_matplotlib
 
 
 def test_row_measures_every_implementation(document_row):
@@ -40,7 +58,7 @@ def test_row_measures_every_implementation(document_row):
     doc = cases.document_ids(64)
     m, n = torch.arange(64).view(-1, 1), torch.arange(64).view(1, -1)
     assert r["kept"] == int(((doc[m] == doc[n]) & (m >= n)).sum())
-    assert r["flops"] == 4.0 * 16 * 2 * r["kept"]
+    assert r["flops"] == 4.0 * 16 * 8 * r["kept"]
 
 
 def test_report_and_readme_from_json(document_row, tmp_path):

@@ -1,361 +1,250 @@
-"""Benchmark: our tiled pipeline vs eager / compiled flex_attention vs SDPA.
+"""Benchmark CLI: ours (torch_mlir_flex.compile of an nn.Module, the user
+path) beside torch.compile(flex_attention) and SDPA.
 
     source .venv/bin/activate
-    PYTHONPATH=python python -m benchmarks.run [--quick] [--sizes 1024,4096]
+    PYTHONPATH=python python -m benchmarks.run            # full grid (see --help)
+    PYTHONPATH=python python -m benchmarks.run --quick    # smoke run, < 3 min
     PYTHONPATH=python python -m benchmarks.run --overhead-only
+    PYTHONPATH=python python -m benchmarks.run --from-json benchmarks/results/results.json --readme
 
-Run from the repository root. First prints the per-call overhead of a tiny
-decode call (M=1; `per_call_overhead`). Writes benchmarks/results/results.md (and results.png
-when matplotlib is installed). All implementations run in one process on
-the same inputs (fp32, B=1, H=8, D=64); times are medians; "peak extra" is
-the growth of the process's peak RSS during the timed calls (VmHWM after
-resetting it through /proc/self/clear_refs). GFLOP/s count the unmasked
-work only: 4 * E * (number of kept (q, kv) pairs) per head.
-
-Ours: flex.attention IR built by hand (benchmarks/flex_ir.py), lowered with
-the "tiled" pipeline (flex-to-flash) and JIT-compiled at -O3; "ours" runs
-with OpenMP over (B, H, M-tiles) when an OpenMP runtime is found
-(`find_openmp_runtime`: pip's intel-openmp libiomp5.so, or the system's
-libomp.so.5; threads from OMP_NUM_THREADS, else all cores) and "ours 1T" is
-the same lowering without OpenMP, side by side; without a runtime "ours" is
-single-threaded. A last run at S=8192 (causal, ours only) checks the extra
-memory; the "targets" table compares the ratios of issue 5.
+Run from the repository root. The grid is --cases x --dtypes x --heads-dims
+x --sizes (B=1, H=8), plus causal S=2048 D=128 per dtype (the bf16-vs-f32
+target) and an S=--mem-size causal run per dtype (ours and SDPA; peak extra
+memory). Writes DIR/results.json (after every configuration, so that a
+run that dies can still be reported with --from-json), DIR/results.md and
+DIR/results.png (matplotlib), prints the targets of issue #11 with pass/fail (exit status 1
+when an implementation failed or ours differs from its reference), and with
+--readme rewrites the table between the benchmark markers of README.md
+and writes the full tables to docs/benchmark-<date>.md.
+Case catalogue: benchmarks/cases.py; one configuration: benchmarks/runner.py.
+`--backends tiled,tiled-generic --cases causal --dtypes f32` adds the tiled
+lowering without flex-to-flash's vector micro-kernels as a column (the
+former benchmarks/head_dims.py).
 """
 
 import argparse
-import math
+import json
 import os
-import statistics
 import sys
 import time
 
 # OpenMP workers sleep right after our parallel region instead of spinning
-# for 200 ms on the cores the next implementation is timed on.
+# on the cores the next implementation is timed on.
 os.environ.setdefault("KMP_BLOCKTIME", "0")
 
-import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
+import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from torch_mlir_flex.backend.jit import JitFunction
-from torch_mlir_flex.backend.pipelines import find_openmp_runtime, tiled_pipeline
+from torch_mlir_flex.backend.pipelines import (PIPELINES, find_openmp_runtime, tiled_pipeline,
+                                               uses_openmp)
 
-from . import flex_ir as fi
+from . import cases, overhead, peak, report, runner
+from . import targets as tg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+BF16_TARGET_SHAPE = (2048, 128)
+# Variants that can be named in --backends besides the package's pipelines:
+# the tiled lowering without flex-to-flash's vector micro-kernels.
+EXTRA_BACKENDS = {
+    "tiled-generic": lambda: tiled_pipeline(openmp=find_openmp_runtime() is not None,
+                                            vectorize=False),
+    "tiled-1t-generic": lambda: tiled_pipeline(vectorize=False),
+}
+QUICK = dict(sizes="256", cases="causal,alibi,document,decode", heads_dims="64",
+             dtypes="f32,bf16", mem_size=0, budget=0.3, peak_n=1024)
 
 
-def find_libomp():
-    return find_openmp_runtime()
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: S=256, D=64, causal/alibi/document/decode, f32+bf16")
+    ap.add_argument("--sizes", default="1024,4096", help="sequence lengths S")
+    ap.add_argument("--dtypes", default="f32,bf16", help=f"of {', '.join(peak.DTYPES)}")
+    ap.add_argument("--heads-dims", default="64,128,256", help="head dims D")
+    ap.add_argument("--cases", default=",".join(cases.CASES), help=", ".join(cases.CASES))
+    ap.add_argument("--backends", default="tiled",
+                    help="our backends; the first is 'ours', others extra columns "
+                         f"(pipelines: {', '.join(sorted(set(PIPELINES) | set(EXTRA_BACKENDS)))})")
+    ap.add_argument("--peers", default="torch.compile,SDPA",
+                    help=f"of {', '.join(runner.PEERS)} (eager is slow and memory hungry)")
+    ap.add_argument("--one-thread", action="store_true",
+                    help="torch on one thread and backend tiled-1t (less sensitive to load)")
+    ap.add_argument("--mem-size", type=int, default=tg.MEMORY_S,
+                    help="S of the causal peak-memory run (0: skip)")
+    ap.add_argument("--no-target-extras", action="store_true",
+                    help=f"skip the causal S={BF16_TARGET_SHAPE[0]} D={BF16_TARGET_SHAPE[1]} runs")
+    ap.add_argument("--budget", type=float, default=1.5,
+                    help="timed seconds per implementation and configuration (3..15 calls)")
+    ap.add_argument("--peak-n", type=int, default=4096, help="matmul size of the peak calibration")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"), help="output directory")
+    ap.add_argument("--readme", nargs="?", const=os.path.join(ROOT, "README.md"), default=None,
+                    help="rewrite the benchmark table of README.md (or of the given file)")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="no benchmarking: report (and --readme) from a saved results.json")
+    ap.add_argument("--overhead-only", action="store_true",
+                    help="only the per-call overhead of a tiny decode call")
+    args = ap.parse_args(argv)
+    if args.quick:
+        for k, v in QUICK.items():
+            setattr(args, k, v)
+        args.no_target_extras = True
+    for flag, value, known in (("--dtypes", args.dtypes, peak.DTYPES), ("--peers", args.peers, runner.PEERS),
+                               ("--cases", args.cases, cases.CASES)):
+        unknown = [x for x in split(value) if x not in known]
+        if unknown:
+            ap.error(f"{flag}: unknown {', '.join(unknown)}; known: {', '.join(known)}")
+    return args
 
 
-# --- memory ---------------------------------------------------------------
-
-def _status(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
+def today():
+    return time.strftime("%Y-%m-%d", time.gmtime())
 
 
-def _reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+def split(text, convert=str):
+    return [convert(x.strip()) for x in text.split(",") if x.strip()]
 
 
-def measure(fn, reps, warmup=1):
-    for _ in range(warmup):
-        fn()
-    ok = _reset_peak()
-    base = _status("VmRSS")
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    peak = _status("VmHWM") - base if ok else float("nan")
-    return statistics.median(ts), max(peak, 0)
+def register_backends(names):
+    for name in names:
+        if name not in PIPELINES and name in EXTRA_BACKENDS:
+            PIPELINES[name] = EXTRA_BACKENDS[name]()
+        if name not in PIPELINES:
+            raise SystemExit(f"unknown backend {name!r}")
 
 
-# --- cases ----------------------------------------------------------------
-
-def make_cases(S, quick):
-    H, E = 8, 64
-    g = torch.Generator().manual_seed(0)
-    # document mask: random document lengths summing to S
-    lens, tot = [], 0
-    while tot < S:
-        n = min(int(torch.randint(S // 16, S // 3, (1,), generator=g)), S - tot)
-        lens.append(n)
-        tot += n
-    doc = torch.repeat_interleave(torch.arange(len(lens)), torch.tensor(lens)).to(torch.int64)
-    slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / H) for i in range(H)])
-
-    def causal(b, h, m, n):
-        return m >= n
-
-    W = 256
-    cases = [
-        dict(name="causal", mask=fi.CAUSAL, t_mask=causal, sdpa=dict(is_causal=True)),
-        dict(name=f"sliding{W}", mask=fi.sliding_window(W),
-             t_mask=lambda b, h, m, n: (m - n <= W) & (m >= n)),
-        dict(name="document", mask=fi.document_mask("doc", S),
-             t_mask=lambda b, h, m, n: (doc[m] == doc[n]) & (m >= n),
-             captures=[("doc", f"tensor<{S}xi64>")], cap_vals=[doc]),
-        dict(name="alibi+causal", score=fi.alibi("slopes", H), mask=fi.CAUSAL,
-             t_score=lambda s, b, h, m, n: s + slopes[h] * (n - m), t_mask=causal,
-             captures=[("slopes", f"tensor<{H}xf32>")], cap_vals=[slopes]),
-        dict(name="softcap+causal", score=fi.softcap(20.0), mask=fi.CAUSAL,
-             t_score=lambda s, b, h, m, n: 20.0 * torch.tanh(s / 20.0), t_mask=causal),
-        dict(name="gqa4:1+causal", Hkv=2, mask=fi.CAUSAL, t_mask=causal,
-             sdpa=dict(is_causal=True, enable_gqa=True)),
-        dict(name="decode", M=1, sdpa=dict()),
-    ]
-    for c in cases:
-        c.setdefault("M", S)
-        c.setdefault("N", S)
-        c.setdefault("Hkv", H)
-        c["H"], c["E"] = H, E
-    return cases
-
-
-def kept_pairs(c):
-    M, N = c["M"], c["N"]
-    if "t_mask" not in c:
-        return M * N
-    m = torch.arange(M).view(M, 1)
-    n = torch.arange(N).view(1, N)
-    return int(c["t_mask"](0, 0, m, n).sum())
-
-
-def run_case(c, libomp, reps, do_compile, log):
-    H, Hkv, M, N, E = c["H"], c["Hkv"], c["M"], c["N"], c["E"]
-    g = torch.Generator().manual_seed(1)
-    q = torch.randn(1, H, M, E, generator=g)
-    k = torch.randn(1, Hkv, N, E, generator=g)
-    v = torch.randn(1, Hkv, N, E, generator=g)
-    caps = c.get("cap_vals", [])
-    res = {}
-    flops = 4.0 * E * H * kept_pairs(c)
-
-    # ours
-    text = fi.attention_ir(B=1, Hq=H, Hkv=Hkv, M=M, N=N, E=E, score_mod=c.get("score"),
-                           mask_mod=c.get("mask"), captures=c.get("captures", ()))
-    t0 = time.perf_counter()
-    fn = JitFunction(text, "f", pipeline=tiled_pipeline(openmp=libomp is not None),
-                     opt_level=3, shared_libs=[libomp] if libomp else [])
-    compile_s = time.perf_counter() - t0
-    out = fn(q, k, v, *caps)
-    res["ours"] = measure(lambda: fn(q, k, v, *caps), reps)
-    if libomp is not None and c.get("single_thread", True):
-        fn1 = JitFunction(text, "f", pipeline=tiled_pipeline(openmp=False), opt_level=3)
-        fn1(q, k, v, *caps)
-        res["ours 1T"] = measure(lambda: fn1(q, k, v, *caps), reps)
-        del fn1
-    if c.get("ours_only"):
-        return dict(case=c["name"], M=M, N=N, flops=flops, err=float("nan"),
-                    compile_s=compile_s, res=res)
-
-    # eager flex_attention
-    bm = None
-    if "t_mask" in c:
-        bm = create_block_mask(c["t_mask"], 1, 1, M, N, device="cpu")
-    kw = dict(score_mod=c.get("t_score"), block_mask=bm, enable_gqa=Hkv != H)
-    ref = flex_attention(q, k, v, **kw)
-    err = (out - ref).abs().max().item()
-    res["eager flex"] = measure(lambda: flex_attention(q, k, v, **kw), max(1, reps // 2))
-
-    if do_compile:
-        # A fresh compile per case: dynamo's recompile limit (8) would
-        # otherwise make later cases silently run eager flex_attention.
-        torch._dynamo.reset()
-        cflex = torch.compile(flex_attention, dynamic=False)
-        t0 = time.perf_counter()
-        cflex(q, k, v, **kw)
-        log(f"    torch.compile warm-up {time.perf_counter() - t0:.1f}s")
-        res["compiled flex"] = measure(lambda: cflex(q, k, v, **kw), reps)
-    if "sdpa" in c:
-        sk = c["sdpa"]
-        f = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, **sk)  # noqa: E731
-        res["SDPA"] = measure(f, reps)
-    return dict(case=c["name"], M=M, N=N, flops=flops, err=err, compile_s=compile_s,
-                res=res)
-
-
-def per_call_overhead(calls=2000, N=64):
-    """Median time per call (us) of a tiny decode case (B=1, H=8, M=1, N=64,
-    D=64, one thread): almost all of it is the per-call overhead of the
-    Python side (argument checks, output allocation, descriptors, ctypes)."""
-    text = fi.attention_ir(B=1, Hq=8, Hkv=8, M=1, N=N, E=64)
-    fn = JitFunction(text, "f", pipeline=tiled_pipeline(openmp=False), opt_level=3)
-    g = torch.Generator().manual_seed(0)
-    q = torch.randn(1, 8, 1, 64, generator=g)
-    k, v = (torch.randn(1, 8, N, 64, generator=g) for _ in range(2))
-    for _ in range(100):
-        fn(q, k, v)
-    runs = []
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(calls):
-            fn(q, k, v)
-        runs.append((time.perf_counter() - t) / calls * 1e6)
-    return statistics.median(runs)
-
-
-IMPLS = ["ours", "ours 1T", "eager flex", "compiled flex", "SDPA"]
-
-
-def _time(rows, case, M, impl):
-    for r in rows:
-        if r["case"] == case and r["M"] == M and impl in r["res"]:
-            return r["res"][impl][0]
-    return None
-
-
-def targets(rows):
-    """(target, limit, measured) rows for issue 5; measured None if not run."""
-    def ratio(a, b):
-        return None if a is None or b is None else a / b
-    out = [
-        ("alibi+causal S=1024: ours / compiled flex", 1.0,
-         ratio(_time(rows, "alibi+causal", 1024, "ours"),
-               _time(rows, "alibi+causal", 1024, "compiled flex"))),
-        ("causal S=1024: ours / SDPA", 1.5,
-         ratio(_time(rows, "causal", 1024, "ours"), _time(rows, "causal", 1024, "SDPA"))),
-        ("sliding256: ours t(S=4096) / t(S=1024)", 4.5,
-         ratio(_time(rows, "sliding256", 4096, "ours"), _time(rows, "sliding256", 1024, "ours"))),
-        ("max compile s per attention op", 2.0,
-         max((r["compile_s"] for r in rows), default=None)),
-    ]
-    mem = [r["res"]["ours"][1] / 2**20 for r in rows if r["M"] == 8192 and "ours" in r["res"]]
-    out.append(("S=8192 causal: ours peak extra MiB", 64.0, mem[0] if mem else None))
+def configurations(args):
+    """[(Config, purpose)] in report order."""
+    names = split(args.cases)
+    dtypes = [peak.DTYPES[d] for d in split(args.dtypes)]
+    grid = {(c, dt, S, D) for c in names for dt in dtypes
+            for S in split(args.sizes, int) for D in split(args.heads_dims, int)}
+    if not args.no_target_extras and "causal" in names:
+        grid |= {("causal", dt) + BF16_TARGET_SHAPE for dt in dtypes}
+    order = {x: i for i, x in enumerate(list(cases.CASES) + dtypes)}
+    out = [(cases.Config(c, dt, S, D), "speed") for c, dt, S, D in
+           sorted(grid, key=lambda g: (order[g[0]], order[g[1]], g[3], g[2]))]
+    if args.mem_size:
+        out += [(cases.Config("causal", dt, args.mem_size, 64), "memory") for dt in dtypes]
     return out
 
 
-def write_results(rows, path_md, meta):
-    impls = IMPLS
-    lines = ["# flex-to-flash benchmark", "", meta, "",
-             "| case | M | N | impl | median ms | GFLOP/s | peak extra MiB | ours speed-up |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        ours_t = r["res"]["ours"][0]
-        for impl in impls:
-            if impl not in r["res"]:
-                continue
-            t, mem = r["res"][impl]
-            lines.append(f"| {r['case']} | {r['M']} | {r['N']} | {impl} | {t * 1e3:.2f} | "
-                         f"{r['flops'] / t / 1e9:.1f} | {mem / 2**20:.1f} | "
-                         f"{t / ours_t:.2f}x |")
-    lines += ["", "`ours speed-up` = time(impl) / time(ours) (> 1: ours faster).", "",
-              "| case | M | N | max abs err vs eager | ours compile s |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['case']} | {r['M']} | {r['N']} | {r['err']:.2e} | {r['compile_s']:.2f} |")
-    lines += ["", "Targets (issue 5):", "", "| target | limit | measured | met |", "|---|---|---|---|"]
-    for name, limit, got in targets(rows):
-        if got is None:
-            lines.append(f"| {name} | <= {limit:g} | not run | |")
-        else:
-            lines.append(f"| {name} | <= {limit:g} | {got:.2f} | {'yes' if got <= limit else 'NO'} |")
-    os.makedirs(os.path.dirname(path_md), exist_ok=True)
-    with open(path_md, "w") as f:
-        f.write("\n".join(lines) + "\n")
+def progress_line(row):
+    t = row["time"]
+    parts = [f"{n} {t[n] * 1e3:.2f} ms" for n in report.impls([row])]
+    ratio = tg.ratio(row)
+    diff = "" if row["ok"] is None else (f", diff {row['max_abs_diff']:.1e} "
+                                         f"{'ok' if row['ok'] else 'FAIL'}")
+    return (f"{tg.label(row)}: " + ", ".join(parts)
+            + (f"; ours/torch.compile {ratio:.2f}" if ratio is not None else "")
+            + f"; compile {report.fmt(row['compile_s'].get('ours'))} s{diff}"
+            + "".join(f"\n    {k}: {v}" for k, v in row["errors"].items()))
 
 
-def plot(rows, path_png):
-    """Time vs sequence length, one panel per case, one line per system."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    cases = list(dict.fromkeys(r["case"] for r in rows))
-    fig, axes = plt.subplots(1, len(cases), figsize=(3.2 * len(cases), 3.2), squeeze=False)
-    for ax, case in zip(axes[0], cases):
-        rs = sorted((r for r in rows if r["case"] == case), key=lambda r: r["N"])
-        for impl in IMPLS:
-            pts = [(r["N"], r["res"][impl][0] * 1e3) for r in rs if impl in r["res"]]
-            if pts:
-                ax.plot(*zip(*pts), marker="o", label=impl)
-        ax.set_title(case, fontsize=9)
-        ax.set_xlabel("sequence length (N)")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-    axes[0][0].set_ylabel("median time (ms)")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path_png, dpi=100)
-    return True
+def meta_lines(args, peaks, ovh, seconds, load_start):
+    backend = split(args.backends)[0]
+    omp = find_openmp_runtime() if uses_openmp(PIPELINES[backend]) else None
+    return [
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; torch {torch.__version__}; "
+        f"{os.cpu_count()} CPUs; torch threads {torch.get_num_threads()}",
+        f"ours: torch_mlir_flex.compile(module, args, backend={backend!r}); OpenMP "
+        + (f"runtime {os.path.basename(omp)}, OMP_NUM_THREADS="
+           f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, KMP_BLOCKTIME="
+           f"{os.environ.get('KMP_BLOCKTIME')}" if omp else "not used (one thread)"),
+        "measured matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()),
+        overhead.describe(ovh) if ovh else "per-call overhead: not measured",
+        f"run took {seconds:.0f} s; load average {load_start:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end",
+    ]
+
+
+def benchmark(args, peaks, log, save):
+    """Rows of every configuration; `peaks` takes the best of a matmul
+    sample after each (the machine is shared: any one sample may be low).
+    `save(rows)` after each configuration keeps what ran if a later one
+    aborts the process."""
+    configs = configurations(args)
+    dtypes = [peak.DTYPES[d] for d in split(args.dtypes)]
+    backends = split(args.backends)
+    register_backends(backends)
+    opts = runner.Options(backends=tuple(backends), peers=tuple(split(args.peers)),
+                          budget_s=args.budget)
+    mem_opts = runner.Options(backends=tuple(backends[:1]), peers=("SDPA",), budget_s=0.0)
+    t0, rows = time.time(), []
+    log(f"{len(configs)} configurations")
+    for cfg, purpose in configs:
+        row = runner.run_config(cfg, mem_opts if purpose == "memory" else opts)
+        row["purpose"] = purpose
+        rows.append(row)
+        log(f"[{time.time() - t0:6.0f}s] " + progress_line(row))
+        peaks.update(peak.best(peaks, peak.calibrate(dtypes, n=min(2048, args.peak_n), reps=1)))
+        save(rows)
+    return rows
+
+
+def save_json(data, out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(data, f, indent=1)
+
+
+def run_data(args, rows, peaks, ovh, t0, load_start):
+    """What results.json holds (also mid-run: report it with --from-json)."""
+    return dict(rows=rows, peaks=peaks, overhead=ovh, dtypes=args.dtypes, date=today(),
+                meta=meta_lines(args, peaks, ovh, time.time() - t0, load_start))
+
+
+def write_outputs(data, args, log):
+    rows, peaks = data["rows"], data["peaks"]
+    results = tg.evaluate(rows, memory_dtypes=split(data["dtypes"]))
+    md = report.markdown(rows, data["meta"], peaks, results)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(md)
+    if not args.from_json:
+        save_json(data, args.out)
+    png = os.path.join(args.out, "results.png")
+    log(f"wrote {args.out}/results.md" + (", results.json" if not args.from_json else "")
+        + (", results.png" if report.plot(rows, png) else " (no plot: matplotlib not installed)"))
+    log("\n".join(report.targets_table(results)))
+    errors = report.errors_lines(rows)
+    if errors:
+        log("failures (implementation errors or wrong results):\n" + "\n".join(errors))
+    if args.readme:
+        # the full tables next to the README, as docs/benchmark-<date>.md
+        full = os.path.join("docs", f"benchmark-{data.get('date', today())}.md")
+        path = os.path.join(os.path.dirname(os.path.abspath(args.readme)), full)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(md)
+        report.update_readme(args.readme, report.readme_section(rows, data["meta"], peaks, results,
+                                                                full))
+        log(f"updated the benchmark table of {args.readme}; full tables in {path}")
+    return 1 if errors else 0
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="tiny run (S=256, no torch.compile)")
-    ap.add_argument("--sizes", default="1024,4096")
-    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
-    ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--mem-size", type=int, default=8192,
-                    help="S of the ours-only causal memory check (0: skip)")
-    ap.add_argument("--overhead-only", action="store_true",
-                    help="only the per-call overhead of a decode call (M=1)")
-    args = ap.parse_args(argv)
-    overhead = per_call_overhead()
-    print(f"per-call overhead: decode M=1, N=64, H=8, D=64, 1 thread: {overhead:.1f} us/call "
-          "(median of 5 x 2000 calls)", flush=True)
+    args = parse_args(argv)
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    if args.from_json:
+        with open(args.from_json) as f:
+            return write_outputs(json.load(f), args, log)
+    if args.one_thread:
+        torch.set_num_threads(1)
+        args.backends = "tiled-1t"
+    load_start, t0 = os.getloadavg()[0], time.time()
+    ovh = overhead.per_call_overhead()
+    log(overhead.describe(ovh))
     if args.overhead_only:
         return 0
-    sizes = [256] if args.quick else [int(s) for s in args.sizes.split(",")]
-    libomp = find_libomp()
-    log = lambda s: print(s, flush=True)  # noqa: E731
-    rows = []
-    t_start = time.time()
-    for S in sizes:
-        for c in make_cases(S, args.quick):
-            if c["name"] == "decode":
-                c["N"] = 4096
-            reps = 3 if args.quick else (5 if S <= 1024 else 3)
-            log(f"[{time.time() - t_start:6.1f}s] {c['name']} M={c['M']} N={c['N']}")
-            r = run_case(c, libomp, reps, not (args.quick or args.no_compile), log)
-            rows.append(r)
-            log("    " + ", ".join(f"{k}: {v[0] * 1e3:.2f} ms" for k, v in r["res"].items())
-                + f"  (err {r['err']:.1e})")
-    if args.mem_size and not args.quick:
-        S = args.mem_size
-        c = [c for c in make_cases(S, False) if c["name"] == "causal"][0]
-        c.update(ours_only=True, single_thread=False)
-        log(f"[{time.time() - t_start:6.1f}s] memory check: causal M=N={S} (ours only)")
-        r = run_case(c, libomp, 2, False, log)
-        rows.append(r)
-        log(f"    ours: {r['res']['ours'][0] * 1e3:.1f} ms, peak extra "
-            f"{r['res']['ours'][1] / 2**20:.1f} MiB")
-    # drop duplicate decode rows (same shape for each S)
-    seen, uniq = set(), []
-    for r in rows:
-        key = (r["case"], r["M"], r["N"])
-        if key not in seen:
-            seen.add(key)
-            uniq.append(r)
-    meta = (f"torch {torch.__version__}, {os.cpu_count()} CPUs, torch threads "
-            f"{torch.get_num_threads()}, ours: "
-            + (f"OpenMP ({libomp}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')})"
-               if libomp else "single-threaded (no OpenMP runtime found)")
-            + f", fp32, B=1, H=8, D=64; per-call overhead (decode M=1, N=64, 1 thread) "
-            f"{overhead:.1f} us; total run {time.time() - t_start:.0f}s; "
-            f"load average at end {os.getloadavg()[0]:.1f}")
-    md = os.path.join(args.out, "results.md")
-    write_results(uniq, md, meta)
-    png = os.path.join(args.out, "results.png")
-    if plot(uniq, png):
-        log(f"wrote {md} and {png}")
-    else:
-        with open(md, "a") as f:
-            f.write("\n(matplotlib not installed: no plot)\n")
-        log(f"wrote {md} (matplotlib not installed: no plot)")
+    dtypes = [peak.DTYPES[d] for d in split(args.dtypes)]
+    peaks = peak.calibrate(dtypes, n=args.peak_n)
+    log("matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
+    rows = benchmark(args, peaks, log, lambda rows: save_json(
+        run_data(args, rows, peaks, ovh, t0, load_start), args.out))
+    peaks = peak.best(peaks, peak.calibrate(dtypes, n=args.peak_n))
+    log("matmul peak (best of the run): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
+    return write_outputs(run_data(args, rows, peaks, ovh, t0, load_start), args, log)
 
 
 if __name__ == "__main__":

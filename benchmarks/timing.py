@@ -1,0 +1,77 @@
+"""Timing and memory measurement for the benchmark (Linux /proc based).
+
+`interleaved_medians`: the implementations take turns call by call, so a
+load change on a shared machine hits all of them alike; medians per
+implementation. `peak_extra_bytes`: growth of the process's peak RSS
+(VmHWM, reset through /proc/self/clear_refs) over its RSS before one call,
+after malloc returned its free memory to the OS.
+"""
+
+import ctypes
+import gc
+import statistics
+import time
+
+
+def timed_call(fn):
+    """(seconds, result) of one call."""
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def reps_for(seconds_per_call, budget=1.5, lo=3, hi=15):
+    """Repetitions so that one implementation takes about `budget` seconds."""
+    if seconds_per_call <= 0:
+        return hi
+    return max(lo, min(hi, int(budget / seconds_per_call)))
+
+
+def interleaved_medians(fns, reps, warmup=1):
+    """{name: median seconds} of `fns` ({name: () -> any}), `reps` rounds."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            times[name].append(timed_call(fn)[0])
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _status_bytes(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _release_free_memory():
+    """Hands memory that malloc keeps after earlier frees back to the OS
+    (glibc malloc_trim), so that a call reusing it still shows in RSS."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def peak_extra_bytes(fn):
+    """Peak RSS growth during one call of `fn` (its output included; None
+    where /proc cannot reset the peak)."""
+    _release_free_memory()
+    if not _reset_peak_rss():
+        return None
+    base = _status_bytes("VmRSS")
+    fn()
+    return max(0, _status_bytes("VmHWM") - base)

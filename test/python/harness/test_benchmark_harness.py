@@ -1,0 +1,139 @@
+"""Smoke test of the benchmark harness (benchmarks/): one tiny configuration
+end to end through the CLI (benchmarks.run.main), the report built from
+it, the targets evaluation and the README rewrite. No timing assertions.
+
+    PYTHONPATH=python pytest -q test/python/harness/test_benchmark_harness.py
+"""
+
+import importlib.util
+import json
+import os
+import sys
+
+import torch_mlir_flex  # noqa: F401  (before torch_mlir)
+import pytest
+import torch
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+from benchmarks import cases, report, run  # noqa: E402
+from benchmarks import targets as tg  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """The CLI on one tiny configuration: document mask (runtime ids), f32,
+    S=64, D=16, H=8; ours, torch.compile, SDPA."""
+    out = tmp_path_factory.mktemp("bench")
+    assert run.main(["--cases", "document", "--sizes", "64", "--heads-dims", "16", "--dtypes", "f32",
+                     "--mem-size", "0", "--no-target-extras", "--peak-n", "256", "--budget", "0",
+                     "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def document_row(run_dir):
+    data = json.loads((run_dir / "results.json").read_text())
+    assert len(data["rows"]) == 1 and set(data["peaks"]) == {"f32"}
+    return data["rows"][0]
+
+
+def test_cli_writes_the_report(run_dir):
+    md = (run_dir / "results.md").read_text()
+    assert "| document | f32 | 64 | 16 | 64×64 |" in md
+    assert "## Compile time" in md and "## Targets (issue #11)" in md and "## Failures" not in md
+    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    assert (run_dir / "results.png").exists() == has_matplotlib
+
+
+def test_row_measures_every_implementation(document_row):
+    r = document_row
+    assert r["errors"] == {}
+    assert set(r["time"]) == {"ours", "torch.compile", "SDPA"}
+    assert all(t > 0 for t in r["time"].values())
+    assert set(r["mem"]) == set(r["time"])
+    assert r["reference"] == "torch.compile" and r["ok"] is True
+    assert r["max_abs_diff"] < 1e-4
+    assert r["compile_s"]["ours"] > 0
+    assert set(report.STAGES) <= set(r["stages"]["ours"])
+    doc = cases.document_ids(64)
+    m, n = torch.arange(64).view(-1, 1), torch.arange(64).view(1, -1)
+    assert r["kept"] == int(((doc[m] == doc[n]) & (m >= n)).sum())
+    assert r["flops"] == 4.0 * 16 * 8 * r["kept"]
+
+
+def test_report_and_readme_from_json(document_row, tmp_path):
+    data = dict(rows=[document_row], peaks={"f32": 100.0}, overhead=None, dtypes="f32",
+                meta=["test machine"])
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(data))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{report.README_BEGIN}\nold\n{report.README_END}\noutro\n")
+    assert run.main(["--from-json", str(saved), "--out", str(tmp_path / "out"),
+                     "--readme", str(readme)]) == 0
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "| document | f32 | 64 | 16 | 64×64 |" in md
+    assert "ours / torch.compile" in md and "## Targets (issue #11)" in md
+    assert md.count("| not run |") == len(tg.evaluate([document_row])) - 4
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("outro\n") and "\nold\n" not in text
+    assert "| document | f32 |" in text
+    docs = list((tmp_path / "docs").glob("benchmark-*.md"))
+    assert len(docs) == 1 and docs[0].read_text() == md and f"`docs/{docs[0].name}`" in text
+
+
+def test_readme_without_markers_is_an_error(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text("no markers\n")
+    with pytest.raises(ValueError, match="no benchmark markers"):
+        report.update_readme(str(path), "table")
+
+
+def _row(case, dtype, S, D, ours, peer, sdpa=None, **kw):
+    time = {"ours": ours, "torch.compile": peer}
+    if sdpa:
+        time["SDPA"] = sdpa
+    return dict(case=case, dtype=dtype, S=S, D=D, flops=1e9, time=time, **kw)
+
+
+def test_targets_pass_fail_and_not_run():
+    rows = [_row("causal", "f32", 2048, 128, 1.0, 4.0, sdpa=1.0, compile_s={"ours": 0.5}),
+            _row("causal", "bf16", 2048, 128, 0.6, 1.0, compile_s={"ours": 1.5},
+                 stages={"ours": {"export": 0.9, "import": 0.3, "lower+jit": 0.2}}),
+            _row("decode", "f32", 1024, 64, 0.7, 1.0)]
+    got = {t.name: t for t in tg.evaluate(rows, memory_dtypes=("f32",))}
+    every = got["ours / torch.compile, every case"]
+    assert (every.measured, every.where, every.passed) == (0.7, "decode f32 S=1024 D=64", True)
+    assert got["causal f32 S=1024..4096: ours / torch.compile"].passed is True
+    assert got["causal bf16 S=1024..4096: ours / torch.compile"].passed is False
+    assert got["causal f32: ours / SDPA"].passed is False  # 1.0 > 0.9
+    assert got["causal bf16: ours / SDPA"].passed is None
+    assert got["causal S=2048 D=128: ours bf16 GFLOP/s / ours f32 GFLOP/s"].measured == pytest.approx(1 / 0.6)
+    assert got["compile time per op, s (torch_mlir_flex.compile, cache off)"].passed is False
+    assert got["compile time per op without torch.export, s (our stages)"].measured == pytest.approx(0.5)
+    assert got["causal S=8192 f32: ours peak extra memory, MiB"].passed is None
+
+
+def test_default_grid_covers_every_target():
+    configs = {(c.case, str(c.dtype), c.S, c.D, p) for c, p in run.configurations(run.parse_args([]))}
+    for dt in ("torch.float32", "torch.bfloat16"):
+        assert ("document", dt, 4096, 256, "speed") in configs
+        assert ("causal", dt, 2048, 128, "speed") in configs
+        assert ("causal", dt, 8192, 64, "memory") in configs
+        for case in cases.CASES:
+            assert {(case, dt, S, D, "speed") for S in (1024, 4096) for D in (64, 128, 256)} <= configs
+
+
+def test_failures_are_reported_and_set_the_exit_status(document_row, tmp_path):
+    bad = dict(document_row, ok=False, errors={"SDPA": "run: RuntimeError: boom"})
+    saved = tmp_path / "results.json"
+    saved.write_text(json.dumps(dict(rows=[bad], peaks={}, overhead=None, dtypes="f32", meta=["m"])))
+    assert run.main(["--from-json", str(saved), "--out", str(tmp_path)]) == 1
+    md = (tmp_path / "results.md").read_text()
+    assert "## Failures" in md and "SDPA: run: RuntimeError: boom" in md
+    assert "ours differs from torch.compile" in md and "FAIL |" in md
+
+
+def test_unknown_names_are_usage_errors():
+    for flag in ("--dtypes", "--peers", "--cases"):
+        with pytest.raises(SystemExit):
+            run.parse_args([flag, "nonsense"])

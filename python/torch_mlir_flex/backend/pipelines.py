@@ -4,7 +4,10 @@ Each takes a module of linalg-on-tensors + `flex.attention` ops on tensors to
 the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
 """
 
-from .cpu_features import bf16_dot_default, host_has_avx512_bf16
+try:
+    from .cpu_features import bf16_dot_default, host_has_avx512_bf16
+except ImportError:  # loaded as a plain module (test/robustness/fuzz.py)
+    from cpu_features import bf16_dot_default, host_has_avx512_bf16
 
 # Calling convention (docs/runtime.md, calling.py): the entry function's
 # results are out-params filled by bufferization.materialize_in_destination;

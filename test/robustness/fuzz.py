@@ -100,6 +100,7 @@ _TYPES = ["f32", "f16", "bf16", "f64", "i1", "i32", "i64", "index"]
 _GARBAGE = ["%", "^bb9", "{", "}", "(", ")", ":", ",", "->", "tensor<", "x", "?", "0", "-1",
             "9999999999999999999", "flex.yield", "flex.attention", "ins(", "outs(", "captures(",
             "score_mod", "mask_mod", "scale(", "offsets(", "logsumexp(", "max_scores(",
+            "kv_blocks(", "full_kv_blocks(", "block_sizes", "[0, 0]",
             "\"", "#map", "!foo", "@main", "%q", "%k", "%v", "memref<", "tensor<0x0xf32>",
             "index", "f32", "i1", "arith.constant 0 : index", "<<", ">>", "nan", "inf", ";"]
 
@@ -158,6 +159,8 @@ def m_delete_line(text, rng):
 
 def m_duplicate_line(text, rng):
     lines = text.splitlines(True)
+    if not lines:  # an earlier mutation emptied the text
+        return text
     cands = [i for i, l in enumerate(lines) if "flex.yield" in l] or list(range(len(lines)))
     i = rng.choice(cands)
     return "".join(lines[:i + 1] + [lines[i]] + lines[i + 1:])

@@ -240,3 +240,19 @@ def test_count_out_of_range_is_reported(backend):
     with pytest.raises(torch_mlir_flex.FlexRuntimeError,
                        match=r"kv_num_blocks value 3 at query block 1 is out of range \[0, 2\]"):
         fn(*qkv)
+
+
+def test_dynamo_backend_keeps_block_tensors():
+    """torch.compile(model, backend="torch_mlir_flex"): the BlockMask tensors
+    reach the graph as inputs or attributes and are honoured."""
+    from torch_mlir_flex import dynamo
+
+    dynamo.register()  # no-op when the entry point is installed
+    num, idx, fnum, fidx = _topk_blocks(1, 2, 4, 4, 2, 1, seed=7)
+    bm = BlockMask.from_kv_blocks(num, idx, fnum, fidx, BLOCK_SIZE=32, seq_lengths=(128, 128))
+    qkv = _qkv(1, 2, 128, 16, seed=8)
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(**_DYNAMO):
+        got = torch.compile(_Attend(bm), backend="torch_mlir_flex", dynamic=False)(*qkv)
+    torch._dynamo.reset()
+    _close(got, _compiled_flex(*qkv, block_mask=bm))

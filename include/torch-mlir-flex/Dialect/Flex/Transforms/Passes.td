@@ -55,7 +55,10 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     (M-tile, N-tile) block at run time by interval arithmetic over the
     block's index ranges: all-false blocks are skipped, all-true blocks run
     without the mask. Other masks are classified by a dense per-block
-    pre-pass (`dense-classify`) or not at all.
+    pre-pass (`dense-classify`) or not at all. With BlockMask tensors
+    (`kv_blocks`), the tiles nest in the mask's blocks and each block's
+    listed / full status is folded in: unlisted blocks are skipped, full
+    ones run without mask_mod.
 
     Ops it cannot handle (dynamic E/Ev, memref operands) are left for
     flex-to-loops after bufferization, with a remark.

@@ -473,3 +473,21 @@ func.func @block_tensors(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %
       outs(%o : tensor<1x2x64x16xf32>) scale(0.25) -> tensor<1x2x64x16xf32>
   return %r : tensor<1x2x64x16xf32>
 }
+
+// -----
+
+// Decode with head dim 256: the one query row (256 floats) stays in
+// registers and is dotted with rows of K as they are; no K^T copy.
+// VEC-LABEL: func.func @decode_e256
+// VEC-NOT: vector.from_elements
+// VEC-NOT: linalg.transpose
+// VEC: scf.for {{.*}} iter_args({{.*}}) -> (tensor<1x128xf32>)
+// VEC: vector.transfer_read {{.*}} : tensor<128x256xf32>, vector<256xf32>
+// VEC: arith.mulf {{.*}} : vector<256xf32>
+// VEC: return
+func.func @decode_e256(%q: tensor<1x2x1x256xf32>, %k: tensor<1x2x512x256xf32>, %v: tensor<1x2x512x256xf32>) -> tensor<1x2x1x256xf32> {
+  %o = tensor.empty() : tensor<1x2x1x256xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x1x256xf32>, tensor<1x2x512x256xf32>, tensor<1x2x512x256xf32>)
+      outs(%o : tensor<1x2x1x256xf32>) scale(0.0625) -> tensor<1x2x1x256xf32>
+  return %r : tensor<1x2x1x256xf32>
+}

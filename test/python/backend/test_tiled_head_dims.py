@@ -60,3 +60,18 @@ def test_bf16_head_dim_192():
     bm = create_block_mask(_causal, B, H, M, N, device="cpu")
     r_out = flex_attention(q.float(), k.float(), v.float(), block_mask=bm)
     torch.testing.assert_close(out.float(), r_out, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("E,M", [(256, 1), (192, 1), (128, 2), (200, 1)])
+def test_decode_key_rows_match_eager(E, M):
+    """Few query rows with head dims up to 256 take dot products with rows of
+    K (no K^T copy): one query row of 256 floats, or two of 128, stay in
+    registers. N = 300 is not a multiple of the key block."""
+    B, H, N = 1, 2, 300
+    q, k, v = _inputs(B, H, M, N, E, E, seed=E + M)
+    text = fi.attention_ir(B=B, Hq=H, M=M, N=N, E=E, Ev=E, lse=True)
+    fn = JitFunction(text, "f", pipeline="tiled-1t")
+    out, lse = fn(q, k, v)
+    r_out, aux = flex_attention(q, k, v, return_aux=AuxRequest(lse=True))
+    torch.testing.assert_close(out, r_out, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(lse * LN2, aux.lse, rtol=1e-4, atol=1e-5)

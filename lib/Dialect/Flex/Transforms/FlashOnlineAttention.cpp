@@ -84,10 +84,10 @@ LogicalResult mlir::flex::decomposeOnlineAttention(RewriterBase &rewriter,
   FlashConfig c = cfg;
   int64_t e = cast<RankedTensorType>(op.getQuery().getType()).getDimSize(1);
   // Rows of S are single vectors in the vector softmax; the row-dot kernel
-  // (K as rows) keeps a row of Q per query row in registers.
+  // (K as rows) keeps the Q rows in registers (at most 256 floats).
   c.vectorize = cfg.vectorize && op.getTileKeys() <= kMaxFmaChunk &&
                 (op.getTransposedKey() || op.getPairedKey() ||
-                 e <= kMaxFmaChunk);
+                 op.getTileRows() * e <= 2 * kMaxFmaChunk);
   Location loc = op.getLoc();
   if ((op.getPairedKey() || op.getPairedValue()) && !c.vectorize)
     return op.emitOpError("pair-packed key/value need the vector kernels "

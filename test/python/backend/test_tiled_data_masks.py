@@ -243,3 +243,63 @@ def test_chained_reads_use_dense_fallback():
 
     _check(text, (q, k, v, doc, start), t_mask, q, k, v, tiles_list=((16, 16),),
            kind="dense")
+
+
+# Index masks in the forms the importer produces for Python's `%`, `//`
+# (through f64 floor) and abs: classified by intervals too.
+MOD_FLOOR_ABS = """
+        %qi = arith.index_cast %m : index to i32
+        %ki = arith.index_cast %n : index to i32
+        %c0 = arith.constant 0 : i32
+        %c5 = arith.constant 5 : i32
+        %r = arith.remsi %ki, %c5 : i32
+        %nz = arith.cmpi ne, %r, %c0 : i32
+        %ng = arith.cmpi slt, %r, %c0 : i32
+        %fix = arith.andi %nz, %ng : i1
+        %r5 = arith.addi %r, %c5 : i32
+        %mod = arith.select %fix, %r5, %r : i32
+        %keepmod = arith.cmpi ne, %mod, %c0 : i32
+        %c24 = arith.constant 24 : i64
+        %c24i = arith.trunci %c24 : i64 to i32
+        %qf = arith.sitofp %qi : i32 to f64
+        %kf = arith.sitofp %ki : i32 to f64
+        %bf = arith.sitofp %c24i : i32 to f64
+        %qd = arith.divf %qf, %bf : f64
+        %kd = arith.divf %kf, %bf : f64
+        %qb = math.floor %qd : f64
+        %kb = math.floor %kd : f64
+        %qbi = arith.fptosi %qb : f64 to i32
+        %kbi = arith.fptosi %kb : f64 to i32
+        %blk = arith.cmpi sge, %qbi, %kbi : i32
+        %d = arith.subi %qi, %ki : i32
+        %ad = math.absi %d : i32
+        %c40 = arith.constant 40 : i32
+        %near = arith.cmpi sle, %ad, %c40 : i32
+        %a = arith.andi %blk, %near : i1
+        %c = arith.ori %a, %keepmod : i1"""
+
+
+def test_mod_floor_div_abs_index_mask():
+    """(floor(q / 24) >= floor(kv / 24) & |q - kv| <= 40) | kv % 5 != 0."""
+    B, H, S, E = 1, 2, 170, 16
+    q, k, v = _inputs(B, H, S, S, E, seed=21)
+    text = fi.attention_ir(B=B, Hq=H, M=S, N=S, E=E, lse=True, mask_mod=MOD_FLOOR_ABS)
+
+    def t_mask(b, h, m, n):
+        return (((m // 24) >= (n // 24)) & ((m - n).abs() <= 40)) | (n % 5 != 0)
+
+    _check(text, (q, k, v), t_mask, q, k, v, tiles_list=((0, 0), (8, 8), (16, 32)))
+
+
+def test_block_and_window_index_mask():
+    """floor(q / 24) >= floor(kv / 24) & |q - kv| <= 40 (the same forms
+    without the modulo, so that blocks are empty and full)."""
+    B, H, S, E = 1, 2, 170, 16
+    q, k, v = _inputs(B, H, S, S, E, seed=23)
+    mask = MOD_FLOOR_ABS.replace("%c = arith.ori %a, %keepmod : i1", "%c = arith.andi %a, %a : i1")
+    text = fi.attention_ir(B=B, Hq=H, M=S, N=S, E=E, lse=True, mask_mod=mask)
+
+    def t_mask(b, h, m, n):
+        return ((m // 24) >= (n // 24)) & ((m - n).abs() <= 40)
+
+    _check(text, (q, k, v), t_mask, q, k, v, tiles_list=((0, 0), (8, 8), (16, 32)))

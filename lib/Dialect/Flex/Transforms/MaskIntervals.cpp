@@ -17,9 +17,13 @@
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+
+#include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::flex;
@@ -45,7 +49,7 @@ static bool isAnalyzableOp(Operation &op, Region &region) {
   if (isa<arith::AndIOp, arith::OrIOp, arith::XOrIOp>(op))
     return isBool(res);
   if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::MinSIOp,
-          arith::MaxSIOp>(op))
+          arith::MaxSIOp, math::AbsIOp>(op))
     return isWideInt(res);
   if (isa<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>(op))
     return isWideInt(res) && isWideInt(op.getOperand(0).getType());
@@ -53,7 +57,16 @@ static bool isAnalyzableOp(Operation &op, Region &region) {
     Type in = op.getOperand(0).getType();
     return isWideInt(res) && (isBool(in) || in.getIntOrFloatBitWidth() < 63);
   }
-  if (isa<arith::FloorDivSIOp, arith::DivSIOp>(op)) {
+  if (isa<arith::SIToFPOp>(op))
+    return isa<FloatType>(res) && isWideInt(op.getOperand(0).getType());
+  if (isa<arith::ExtFOp, math::FloorOp, math::CeilOp, arith::DivFOp>(op))
+    return isa<FloatType>(res);
+  if (isa<arith::FPToSIOp>(op))
+    return isWideInt(res);
+  if (isa<arith::FloorDivSIOp, arith::DivSIOp, arith::RemSIOp,
+          arith::RemUIOp>(op)) {
+    if (!isWideInt(res))
+      return false;
     APInt c;
     return matchPattern(op.getOperand(1), m_ConstantInt(&c)) &&
            c.isStrictlyPositive();
@@ -145,6 +158,8 @@ struct IntervalEmitter {
   Interval narrow(Operation &op, Interval a);
   Interval extUI(arith::ExtUIOp op);
   Interval arithmetic(Operation &op);
+  Interval remainder(Operation &op);
+  Interval floats(Operation &op);
   Interval visit(Operation &op);
 };
 } // namespace
@@ -279,9 +294,18 @@ Interval IntervalEmitter::extUI(arith::ExtUIOp op) {
           sel(nonNeg, arith::ExtUIOp::create(b, loc, to, hi), umax)};
 }
 
-/// add, sub, mul, min, max and division by a positive constant.
+/// abs, add, sub, mul, min, max and division by a positive constant.
 Interval IntervalEmitter::arithmetic(Operation &op) {
   auto [alo, ahi] = get(op.getOperand(0));
+  if (isa<math::AbsIOp>(op)) { // [lo, hi], [-hi, -lo] or [0, max(-lo, hi)]
+    Type t = alo.getType();
+    Value zero = constInt(t, 0);
+    Value nlo = arith::SubIOp::create(b, loc, zero, alo);
+    Value nhi = arith::SubIOp::create(b, loc, zero, ahi);
+    Value pos = cmp(P::sge, alo, zero), neg = cmp(P::sle, ahi, zero);
+    return {sel(pos, alo, sel(neg, nhi, zero)),
+            sel(pos, ahi, sel(neg, nlo, maxV(nlo, ahi)))};
+  }
   if (isa<arith::FloorDivSIOp, arith::DivSIOp>(op)) { // monotone
     IRMapping m1, m2;
     m1.map(op.getOperand(0), alo);
@@ -304,6 +328,69 @@ Interval IntervalEmitter::arithmetic(Operation &op) {
   Value p3 = arith::MulIOp::create(b, loc, ahi, blo);
   Value p4 = arith::MulIOp::create(b, loc, ahi, bhi);
   return {minV(minV(p1, p2), minV(p3, p4)), maxV(maxV(p1, p2), maxV(p3, p4))};
+}
+
+/// x rem c (c > 0 constant): [lo rem c, hi rem c] when lo >= 0 and lo, hi
+/// are in the same period; else [0, c - 1] when lo >= 0 or for remui,
+/// else [-(c - 1), c - 1].
+Interval IntervalEmitter::remainder(Operation &op) {
+  auto [lo, hi] = get(op.getOperand(0));
+  Type t = lo.getType();
+  APInt cv;
+  matchPattern(op.getOperand(1), m_ConstantInt(&cv));
+  int64_t c = cv.getSExtValue();
+  Value zero = constInt(t, 0), top = constInt(t, c - 1);
+  Value cC = constInt(t, c);
+  Value nonNeg = cmp(P::sge, lo, zero);
+  Value samePeriod = cmp(P::eq, arith::DivSIOp::create(b, loc, lo, cC),
+                         arith::DivSIOp::create(b, loc, hi, cC));
+  Value exact = andV(nonNeg, samePeriod);
+  Value lowAll = isa<arith::RemUIOp>(op) ? zero : sel(nonNeg, zero,
+                                                       constInt(t, 1 - c));
+  return {sel(exact, arith::RemSIOp::create(b, loc, lo, cC), lowAll),
+          sel(exact, arith::RemSIOp::create(b, loc, hi, cC), top)};
+}
+
+/// Monotone float steps (sitofp, extf, floor, ceil), x / d for d > 0 on
+/// the whole box (else NaN: unknown), fptosi of a range that fits well
+/// inside the integer type (else the type's whole range).
+Interval IntervalEmitter::floats(Operation &op) {
+  auto [lo, hi] = get(op.getOperand(0));
+  auto mono = [&](Value v) {
+    IRMapping m;
+    m.map(op.getOperand(0), v);
+    return b.clone(op, m)->getResult(0);
+  };
+  if (isa<arith::SIToFPOp, arith::ExtFOp, math::FloorOp, math::CeilOp>(op))
+    return {mono(lo), mono(hi)};
+  if (auto div = dyn_cast<arith::DivFOp>(op)) {
+    auto [dlo, dhi] = get(div.getRhs());
+    Type ft = lo.getType();
+    Value zero = arith::ConstantOp::create(b, loc, b.getFloatAttr(ft, 0.0));
+    Value nan = arith::ConstantOp::create(
+        b, loc, b.getFloatAttr(ft, std::numeric_limits<double>::quiet_NaN()));
+    auto q = [&](Value x, Value y) {
+      return arith::DivFOp::create(b, loc, x, y).getResult();
+    };
+    Value pos = cmpf(PF::OGT, dlo, zero);
+    return {sel(pos, minV(q(lo, dlo), q(lo, dhi)), nan),
+            sel(pos, maxV(q(hi, dlo), q(hi, dhi)), nan)};
+  }
+  auto toInt = cast<arith::FPToSIOp>(op);
+  Type it = toInt.getType(), ft = lo.getType();
+  unsigned w = it.isIndex() ? 64 : it.getIntOrFloatBitWidth();
+  double lim = std::ldexp(1.0, int(w) - 2);
+  Value fits =
+      andV(cmpf(PF::OGE, lo,
+                arith::ConstantOp::create(b, loc, b.getFloatAttr(ft, -lim))),
+           cmpf(PF::OLE, hi,
+                arith::ConstantOp::create(b, loc, b.getFloatAttr(ft, lim))));
+  int64_t smin = w == 64 ? std::numeric_limits<int64_t>::min()
+                         : -(int64_t(1) << (w - 1));
+  int64_t smax = w == 64 ? std::numeric_limits<int64_t>::max()
+                         : (int64_t(1) << (w - 1)) - 1;
+  return {sel(fits, mono(lo), constInt(it, smin)),
+          sel(fits, mono(hi), constInt(it, smax))};
 }
 
 Interval IntervalEmitter::visit(Operation &op) {
@@ -332,6 +419,11 @@ Interval IntervalEmitter::visit(Operation &op) {
     return extUI(e);
   if (isa<arith::IndexCastOp, arith::ExtSIOp, arith::TruncIOp>(op))
     return narrow(op, get(op.getOperand(0)));
+  if (isa<arith::RemSIOp, arith::RemUIOp>(op))
+    return remainder(op);
+  if (isa<arith::SIToFPOp, arith::ExtFOp, math::FloorOp, math::CeilOp,
+          arith::DivFOp, arith::FPToSIOp>(op))
+    return floats(op);
   return arithmetic(op);
 }
 

@@ -211,3 +211,82 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// Index masks in the importer's forms of `//` (sitofp, divf, floor,
+// fptosi), abs and `%`: bounded by intervals too (monotone float steps on
+// the bounds; abs and remainder by cases); no dense pre-pass.
+// CHECK-LABEL: func.func @floor_div_rem_abs
+// CHECK: scf.forall (%[[MT:.*]]) in (2)
+// CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
+// CHECK: %[[QLOF:.*]] = arith.sitofp %{{.*}} : i32 to f64
+// CHECK: %[[QHIF:.*]] = arith.sitofp %{{.*}} : i32 to f64
+// CHECK: arith.divf %[[QLOF]], %{{.*}} : f64
+// CHECK: arith.divf %[[QHIF]], %{{.*}} : f64
+// CHECK: %[[QLOB:.*]] = math.floor %{{.*}} : f64
+// CHECK: %[[QHIB:.*]] = math.floor %{{.*}} : f64
+// CHECK: %[[QLOI:.*]] = arith.fptosi %[[QLOB]] : f64 to i32
+// CHECK: %[[QLO:.*]] = arith.select %{{.*}}, %[[QLOI]], %c-2147483648_i32 : i32
+// CHECK: %[[QHII:.*]] = arith.fptosi %[[QHIB]] : f64 to i32
+// CHECK: %[[QHI:.*]] = arith.select %{{.*}}, %[[QHII]], %c2147483647_i32 : i32
+// CHECK-NOT: iter_args(%{{.*}} = %false, %{{.*}} = %true)
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1
+// CHECK: math.floor
+// CHECK: math.floor
+// CHECK: %[[KLO:.*]] = arith.select %{{.*}}, %{{.*}}, %c-2147483648_i32 : i32
+// CHECK: %[[KHI:.*]] = arith.select %{{.*}}, %{{.*}}, %c2147483647_i32 : i32
+// CHECK: arith.cmpi sge, %[[QLO]], %[[KHI]] : i32
+// CHECK: arith.cmpi slt, %[[QHI]], %[[KLO]] : i32
+// |q - kv|: both signs possible -> [0, max(-lo, hi)]:
+// CHECK: arith.maxsi
+// CHECK: arith.cmpi sle, %{{.*}}, %c20_i32 : i32
+// kv % 3: exact when the key range lies in one period, else [0, 2]:
+// CHECK: arith.divsi %{{.*}}, %c3_i32 : i32
+// CHECK: arith.remsi %{{.*}}, %c3_i32 : i32
+// CHECK: scf.if
+// CHECK: flex.online_attention
+// CHECK-NOT: mask_mod
+// CHECK: } else {
+// CHECK: flex.online_attention
+// CHECK-SAME: mask_mod {
+// CHECK: math.floor
+func.func @floor_div_rem_abs(%q: tensor<1x1x32x16xf32>, %k: tensor<1x1x32x16xf32>, %v: tensor<1x1x32x16xf32>) -> tensor<1x1x32x16xf32> {
+  %o = tensor.empty() : tensor<1x1x32x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x32x16xf32>, tensor<1x1x32x16xf32>, tensor<1x1x32x16xf32>)
+      outs(%o : tensor<1x1x32x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %qi = arith.index_cast %m : index to i32
+        %ki = arith.index_cast %n : index to i32
+        %c8 = arith.constant 8.0 : f64
+        %qf = arith.sitofp %qi : i32 to f64
+        %kf = arith.sitofp %ki : i32 to f64
+        %qd = arith.divf %qf, %c8 : f64
+        %kd = arith.divf %kf, %c8 : f64
+        %qb = math.floor %qd : f64
+        %kb = math.floor %kd : f64
+        %qbi = arith.fptosi %qb : f64 to i32
+        %kbi = arith.fptosi %kb : f64 to i32
+        %blk = arith.cmpi sge, %qbi, %kbi : i32
+        %d = arith.subi %qi, %ki : i32
+        %ad = math.absi %d : i32
+        %c20 = arith.constant 20 : i32
+        %near = arith.cmpi sle, %ad, %c20 : i32
+        %c3 = arith.constant 3 : i32
+        %c0 = arith.constant 0 : i32
+        %rem = arith.remsi %ki, %c3 : i32
+        %nz = arith.cmpi ne, %rem, %c0 : i32
+        %a = arith.andi %blk, %near : i1
+        %c = arith.andi %a, %nz : i1
+        flex.yield %c : i1
+      } -> tensor<1x1x32x16xf32>
+  return %r : tensor<1x1x32x16xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 16, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

@@ -171,27 +171,30 @@ def test_bool_capture():
     _check(text, (q, k, v, keep, keep2), t_mask, q, k, v)
 
 
-def test_float_capture():
-    """bias[kv] > 0 (f32 table, blocks of positive and negative values) and
-    a select between two float tables, with extui of a bool."""
+@pytest.mark.parametrize("elt,dtype", [("f32", torch.float32), ("bf16", torch.bfloat16),
+                                       ("f16", torch.float16)])
+def test_float_capture(elt, dtype):
+    """bias[kv] > 0 (a float table, blocks of positive and negative values,
+    a NaN) and a select between two reads of it, with extui of a bool."""
     B, H, S, E = 1, 2, 140, 16
     q, k, v = _inputs(B, H, S, S, E, seed=13)
-    bias = torch.where(torch.arange(S) % 50 < 30, 1.0, -1.0) * torch.rand(S)
+    bias = (torch.where(torch.arange(S) % 50 < 30, 1.0, -1.0) * (torch.rand(S) + 0.1)).to(dtype)
     bias[77] = 0.0
+    bias[5] = float("nan")  # comparisons with it are false: decides nothing
     mask = f"""
-        %x = tensor.extract %bias[%n] : tensor<{S}xf32>
-        %y = tensor.extract %bias[%m] : tensor<{S}xf32>
-        %z = arith.constant 0.0 : f32
-        %pos = arith.cmpf ogt, %x, %z : f32
+        %x = tensor.extract %bias[%n] : tensor<{S}x{elt}>
+        %y = tensor.extract %bias[%m] : tensor<{S}x{elt}>
+        %z = arith.constant 0.0 : {elt}
+        %pos = arith.cmpf ogt, %x, %z : {elt}
         %ca = arith.cmpi sge, %m, %n : index
-        %w = arith.select %ca, %x, %y : f32
-        %ge = arith.cmpf oge, %w, %z : f32
+        %w = arith.select %ca, %x, %y : {elt}
+        %ge = arith.cmpf oge, %w, %z : {elt}
         %u = arith.extui %ge : i1 to i32
         %one = arith.constant 1 : i32
         %ge1 = arith.cmpi eq, %u, %one : i32
         %c = arith.andi %pos, %ge1 : i1"""
     text = fi.attention_ir(B=B, Hq=H, M=S, N=S, E=E, lse=True, mask_mod=mask,
-                           captures=[("bias", f"tensor<{S}xf32>")])
+                           captures=[("bias", f"tensor<{S}x{elt}>")])
 
     def t_mask(b, h, m, n):
         w = torch.where(m >= n, bias[n], bias[m])

@@ -290,3 +290,46 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// Block-causal by integer division with the divisor constant defined in
+// the region: the bounds divide by a copy of it (the q side once per row
+// tile, ahead of the key loop).
+// CHECK-LABEL: func.func @block_causal_div
+// CHECK: scf.forall (%[[MT:.*]]) in (4)
+// CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
+// CHECK: %[[MHI:.*]] = arith.addi %[[M0]], %c15
+// CHECK: %[[QLO:.*]] = arith.floordivsi %[[M0]], %c16 : index
+// CHECK: %[[QHI:.*]] = arith.floordivsi %[[MHI]], %c16 : index
+// CHECK: scf.for %[[J:.*]] = %c0 to %c4 step %c1
+// CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
+// CHECK: %[[NHI0:.*]] = arith.addi %[[N0]], %c15
+// CHECK: %[[NHI:.*]] = arith.minsi %[[NHI0]], %c63
+// CHECK: %[[KLO:.*]] = arith.divsi %[[N0]], %c16 : index
+// CHECK: %[[KHI:.*]] = arith.divsi %[[NHI]], %c16 : index
+// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[QLO]], %[[KHI]] : index
+// CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %[[QHI]], %[[KLO]] : index
+// CHECK: scf.if %[[EMPTY]]
+// CHECK: scf.if %[[FULL]]
+func.func @block_causal_div(%q: tensor<1x1x64x16xf32>, %k: tensor<1x1x64x16xf32>, %v: tensor<1x1x64x16xf32>) -> tensor<1x1x64x16xf32> {
+  %o = tensor.empty() : tensor<1x1x64x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x16xf32>, tensor<1x1x64x16xf32>, tensor<1x1x64x16xf32>)
+      outs(%o : tensor<1x1x64x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c16 = arith.constant 16 : index
+        %qb = arith.floordivsi %m, %c16 : index
+        %kb = arith.divsi %n, %c16 : index
+        %c = arith.cmpi sge, %qb, %kb : index
+        flex.yield %c : i1
+      } -> tensor<1x1x64x16xf32>
+  return %r : tensor<1x1x64x16xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 16, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

@@ -307,9 +307,13 @@ Interval IntervalEmitter::arithmetic(Operation &op) {
             sel(pos, ahi, sel(neg, nlo, maxV(nlo, ahi)))};
   }
   if (isa<arith::FloorDivSIOp, arith::DivSIOp>(op)) { // monotone
+    // The divisor is a constant, possibly defined in the region: its copy.
+    Value d = get(op.getOperand(1)).first;
     IRMapping m1, m2;
     m1.map(op.getOperand(0), alo);
+    m1.map(op.getOperand(1), d);
     m2.map(op.getOperand(0), ahi);
+    m2.map(op.getOperand(1), d);
     return {b.clone(op, m1)->getResult(0), b.clone(op, m2)->getResult(0)};
   }
   auto [blo, bhi] = get(op.getOperand(1));

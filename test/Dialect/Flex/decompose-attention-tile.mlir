@@ -126,3 +126,215 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// Data-dependent mask over captures: doc[b, q] == doc[b, kv] (i32, per
+// batch), a bool table keep[kv] and a float table bias[kv] > 0. Interval
+// classification: each read is bounded by a min / max (i1: and / or) loop
+// over its index range, the batch index is a point (no loop); the q-side
+// range runs once per row tile, ahead of the key loop; the block is empty
+// when the doc ranges are disjoint, or no key is kept, or bias <= 0 on all
+// keys; full when both doc ranges are one equal id, all keys are kept and
+// bias > 0 on all of them.
+// CHECK-LABEL: func.func @document_per_batch
+// CHECK-SAME: %[[DOC:[^:]*]]: tensor<2x32xi32>, %[[KEEP:[^:]*]]: tensor<32xi1>, %[[BIAS:[^:]*]]: tensor<32xf32>)
+// CHECK: scf.forall (%[[B:.*]], %[[H:.*]], %[[MT:.*]]) in (2, 2, 2)
+// CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
+// CHECK: %[[BC0:.*]] = arith.maxsi %[[B]], %c0
+// CHECK: %[[BC:.*]] = arith.minsi %[[BC0]], %c1
+// CHECK: %[[QR:.*]]:2 = scf.for %[[I:.*]] = %{{.*}} to %{{.*}} step %c1 iter_args({{.*}}) -> (i32, i32) {
+// CHECK: tensor.extract %[[DOC]][%[[BC]], %[[I]]] : tensor<2x32xi32>
+// CHECK: arith.minsi
+// CHECK: arith.maxsi
+// CHECK: }
+// CHECK: %[[QPOINT:.*]] = arith.cmpi eq, %[[QR]]#0, %[[QR]]#1 : i32
+// CHECK: scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}})
+// CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
+// CHECK-NOT: scf.for %{{.*}} = %c0 to %c16
+// CHECK: %[[KR:.*]]:2 = scf.for %[[I2:.*]] = %[[KLO:.*]] to %[[KUB:.*]] step %c1 iter_args({{.*}}) -> (i32, i32) {
+// CHECK: tensor.extract %[[DOC]][%[[BC]], %[[I2]]] : tensor<2x32xi32>
+// CHECK: }
+// CHECK: %[[KEQ:.*]] = arith.cmpi eq, %[[QR]]#0, %[[KR]]#0 : i32
+// CHECK: %[[KPOINT:.*]] = arith.cmpi eq, %[[KR]]#0, %[[KR]]#1 : i32
+// CHECK: %[[P:.*]] = arith.andi %[[QPOINT]], %[[KPOINT]] : i1
+// CHECK: %[[SAME:.*]] = arith.andi %[[P]], %[[KEQ]] : i1
+// CHECK: %[[D1:.*]] = arith.cmpi slt, %[[KR]]#1, %[[QR]]#0 : i32
+// CHECK: %[[D2:.*]] = arith.cmpi slt, %[[QR]]#1, %[[KR]]#0 : i32
+// CHECK: %[[DISJ:.*]] = arith.ori %[[D2]], %[[D1]] : i1
+// CHECK: %[[KK:.*]]:2 = scf.for %[[I3:.*]] = %[[KLO]] to %[[KUB]] step %c1 iter_args({{.*}}) -> (i1, i1) {
+// CHECK: tensor.extract %[[KEEP]][%[[I3]]] : tensor<32xi1>
+// CHECK: arith.andi
+// CHECK: arith.ori
+// CHECK: }
+// CHECK: %[[NONE:.*]] = arith.xori %[[KK]]#1, %true : i1
+// CHECK: %[[BR:.*]]:2 = scf.for %[[I4:.*]] = %[[KLO]] to %[[KUB]] step %c1 iter_args({{.*}}) -> (f32, f32) {
+// CHECK: tensor.extract %[[BIAS]][%[[I4]]] : tensor<32xf32>
+// CHECK: arith.minimumf
+// CHECK: arith.maximumf
+// CHECK: }
+// CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[BR]]#0, %{{.*}} : f32
+// CHECK: %[[NPOS:.*]] = arith.cmpf ole, %[[BR]]#1, %{{.*}} : f32
+// CHECK: %[[F1:.*]] = arith.andi %[[SAME]], %[[KK]]#0 : i1
+// CHECK: %[[E1:.*]] = arith.ori %[[DISJ]], %[[NONE]] : i1
+// CHECK: %[[FULL:.*]] = arith.andi %[[F1]], %[[POS]] : i1
+// CHECK: %[[EMPTY:.*]] = arith.ori %[[E1]], %[[NPOS]] : i1
+// CHECK: scf.if %[[EMPTY]]
+// CHECK-NEXT: scf.yield %[[MX]], %[[L]], %[[ACC]]
+// CHECK: scf.if %[[FULL]]
+// CHECK: flex.online_attention
+// CHECK-SAME: at(%[[B]], %[[H]], %[[M0]], %[[N0]])
+// CHECK-NOT: mask_mod
+// CHECK: } else {
+// CHECK: flex.online_attention
+// CHECK-SAME: mask_mod {
+// CHECK: scf.forall.in_parallel
+func.func @document_per_batch(%q: tensor<2x2x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: tensor<2x2x32x16xf32>, %doc: tensor<2x32xi32>, %keep: tensor<32xi1>, %bias: tensor<32xf32>) -> tensor<2x2x32x16xf32> {
+  %o = tensor.empty() : tensor<2x2x32x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>, tensor<2x2x32x16xf32>)
+      captures(%doc, %keep, %bias : tensor<2x32xi32>, tensor<32xi1>, tensor<32xf32>)
+      outs(%o : tensor<2x2x32x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %dq = tensor.extract %doc[%b, %m] : tensor<2x32xi32>
+        %dk = tensor.extract %doc[%b, %n] : tensor<2x32xi32>
+        %same = arith.cmpi eq, %dq, %dk : i32
+        %kk = tensor.extract %keep[%n] : tensor<32xi1>
+        %x = tensor.extract %bias[%n] : tensor<32xf32>
+        %z = arith.constant 0.0 : f32
+        %pos = arith.cmpf ogt, %x, %z : f32
+        %a = arith.andi %same, %kk : i1
+        %c = arith.andi %a, %pos : i1
+        flex.yield %c : i1
+      } -> tensor<2x2x32x16xf32>
+  return %r : tensor<2x2x32x16xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 16, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+// Index masks in the importer's forms of `//` (sitofp, divf, floor,
+// fptosi), abs and `%`: bounded by intervals too (monotone float steps on
+// the bounds; abs and remainder by cases); no dense pre-pass.
+// CHECK-LABEL: func.func @floor_div_rem_abs
+// CHECK: scf.forall (%[[MT:.*]]) in (2)
+// CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
+// CHECK: %[[QLOF:.*]] = arith.sitofp %{{.*}} : i32 to f64
+// CHECK: %[[QHIF:.*]] = arith.sitofp %{{.*}} : i32 to f64
+// CHECK: arith.divf %[[QLOF]], %{{.*}} : f64
+// CHECK: arith.divf %[[QHIF]], %{{.*}} : f64
+// CHECK: %[[QLOB:.*]] = math.floor %{{.*}} : f64
+// CHECK: %[[QHIB:.*]] = math.floor %{{.*}} : f64
+// CHECK: %[[QLOI:.*]] = arith.fptosi %[[QLOB]] : f64 to i32
+// CHECK: %[[QLO:.*]] = arith.select %{{.*}}, %[[QLOI]], %c-2147483648_i32 : i32
+// CHECK: %[[QHII:.*]] = arith.fptosi %[[QHIB]] : f64 to i32
+// CHECK: %[[QHI:.*]] = arith.select %{{.*}}, %[[QHII]], %c2147483647_i32 : i32
+// CHECK-NOT: iter_args(%{{.*}} = %false, %{{.*}} = %true)
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1
+// CHECK: math.floor
+// CHECK: math.floor
+// CHECK: %[[KLO:.*]] = arith.select %{{.*}}, %{{.*}}, %c-2147483648_i32 : i32
+// CHECK: %[[KHI:.*]] = arith.select %{{.*}}, %{{.*}}, %c2147483647_i32 : i32
+// CHECK: arith.cmpi sge, %[[QLO]], %[[KHI]] : i32
+// CHECK: arith.cmpi slt, %[[QHI]], %[[KLO]] : i32
+// |q - kv|: both signs possible -> [0, max(-lo, hi)]:
+// CHECK: arith.maxsi
+// CHECK: arith.cmpi sle, %{{.*}}, %c20_i32 : i32
+// kv % 3: exact when the key range lies in one period, else [0, 2]:
+// CHECK: arith.divsi %{{.*}}, %c3_i32 : i32
+// CHECK: arith.remsi %{{.*}}, %c3_i32 : i32
+// CHECK: scf.if
+// CHECK: flex.online_attention
+// CHECK-NOT: mask_mod
+// CHECK: } else {
+// CHECK: flex.online_attention
+// CHECK-SAME: mask_mod {
+// CHECK: math.floor
+func.func @floor_div_rem_abs(%q: tensor<1x1x32x16xf32>, %k: tensor<1x1x32x16xf32>, %v: tensor<1x1x32x16xf32>) -> tensor<1x1x32x16xf32> {
+  %o = tensor.empty() : tensor<1x1x32x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x32x16xf32>, tensor<1x1x32x16xf32>, tensor<1x1x32x16xf32>)
+      outs(%o : tensor<1x1x32x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %qi = arith.index_cast %m : index to i32
+        %ki = arith.index_cast %n : index to i32
+        %c8 = arith.constant 8.0 : f64
+        %qf = arith.sitofp %qi : i32 to f64
+        %kf = arith.sitofp %ki : i32 to f64
+        %qd = arith.divf %qf, %c8 : f64
+        %kd = arith.divf %kf, %c8 : f64
+        %qb = math.floor %qd : f64
+        %kb = math.floor %kd : f64
+        %qbi = arith.fptosi %qb : f64 to i32
+        %kbi = arith.fptosi %kb : f64 to i32
+        %blk = arith.cmpi sge, %qbi, %kbi : i32
+        %d = arith.subi %qi, %ki : i32
+        %ad = math.absi %d : i32
+        %c20 = arith.constant 20 : i32
+        %near = arith.cmpi sle, %ad, %c20 : i32
+        %c3 = arith.constant 3 : i32
+        %c0 = arith.constant 0 : i32
+        %rem = arith.remsi %ki, %c3 : i32
+        %nz = arith.cmpi ne, %rem, %c0 : i32
+        %a = arith.andi %blk, %near : i1
+        %c = arith.andi %a, %nz : i1
+        flex.yield %c : i1
+      } -> tensor<1x1x32x16xf32>
+  return %r : tensor<1x1x32x16xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 16, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}
+
+// -----
+
+// Block-causal by integer division with the divisor constant defined in
+// the region: the bounds divide by a copy of it (the q side once per row
+// tile, ahead of the key loop).
+// CHECK-LABEL: func.func @block_causal_div
+// CHECK: scf.forall (%[[MT:.*]]) in (4)
+// CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
+// CHECK: %[[MHI:.*]] = arith.addi %[[M0]], %c15
+// CHECK: %[[QLO:.*]] = arith.floordivsi %[[M0]], %c16 : index
+// CHECK: %[[QHI:.*]] = arith.floordivsi %[[MHI]], %c16 : index
+// CHECK: scf.for %[[J:.*]] = %c0 to %c4 step %c1
+// CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
+// CHECK: %[[NHI0:.*]] = arith.addi %[[N0]], %c15
+// CHECK: %[[NHI:.*]] = arith.minsi %[[NHI0]], %c63
+// CHECK: %[[KLO:.*]] = arith.divsi %[[N0]], %c16 : index
+// CHECK: %[[KHI:.*]] = arith.divsi %[[NHI]], %c16 : index
+// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[QLO]], %[[KHI]] : index
+// CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %[[QHI]], %[[KLO]] : index
+// CHECK: scf.if %[[EMPTY]]
+// CHECK: scf.if %[[FULL]]
+func.func @block_causal_div(%q: tensor<1x1x64x16xf32>, %k: tensor<1x1x64x16xf32>, %v: tensor<1x1x64x16xf32>) -> tensor<1x1x64x16xf32> {
+  %o = tensor.empty() : tensor<1x1x64x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x16xf32>, tensor<1x1x64x16xf32>, tensor<1x1x64x16xf32>)
+      outs(%o : tensor<1x1x64x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c16 = arith.constant 16 : index
+        %qb = arith.floordivsi %m, %c16 : index
+        %kb = arith.divsi %n, %c16 : index
+        %c = arith.cmpi sge, %qb, %kb : index
+        flex.yield %c : i1
+      } -> tensor<1x1x64x16xf32>
+  return %r : tensor<1x1x64x16xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 1, 16, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

@@ -174,19 +174,52 @@ func.func @decode(%q: tensor<1x4x1x64xf32>, %k: tensor<1x4x300x64xf32>, %v: tens
 
 // -----
 
-// A mask reading a captured tensor is not analyzable: a dense per-block
-// pre-pass (any / all kept over the block's points) classifies the block.
+// A mask reading a captured tensor (document ids): the interval analysis
+// bounds doc over the row tile's rows (once per row tile, ahead of the key
+// loop) and over each key block's keys (a min / max loop over each index
+// range: Mt and Nt reads), then classifies the block by comparing the two
+// ranges: empty when disjoint, full when both are the same single id. No
+// dense Mt x Nt pre-pass.
 // CHECK-LABEL: func.func @document
-// CHECK: scf.for
-// CHECK: %[[CLS:.*]]:2 = scf.for {{.*}} = %c0 to %c64 step %c1 iter_args(%{{.*}} = %false, %{{.*}} = %true) -> (i1, i1)
-// CHECK: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (i1, i1)
-// CHECK: tensor.extract %{{.*}} : tensor<128xi64>
-// CHECK: arith.ori
-// CHECK: arith.andi
-// CHECK: scf.if %[[CLS]]#0
-// CHECK: scf.if %[[CLS]]#1
+// CHECK-SAME: %[[DOC:[^:]*]]: tensor<128xi64>) -> tensor<1x2x128x16xf32>
+// CHECK: scf.forall (%[[H:.*]], %[[M0:.*]]) = (0, 0) to (2, 128) step (1, 64)
+// CHECK: %[[MHI:.*]] = arith.addi %[[M0]], %c63
+// Rows of the tile, clamped to the capture's extent:
+// CHECK: %[[QLO0:.*]] = arith.maxsi %[[M0]], %c0
+// CHECK: %[[QLO:.*]] = arith.minsi %[[QLO0]], %c127
+// CHECK: %[[QHI0:.*]] = arith.maxsi %[[MHI]], %c0
+// CHECK: %[[QHI:.*]] = arith.minsi %[[QHI0]], %c127
+// CHECK: %[[QUB:.*]] = arith.addi %[[QHI]], %c1
+// CHECK: %[[QR:.*]]:2 = scf.for %[[I:.*]] = %[[QLO]] to %[[QUB]] step %c1 iter_args({{.*}}) -> (i64, i64) {
+// CHECK: %[[D:.*]] = tensor.extract %[[DOC]][%[[I]]] : tensor<128xi64>
+// CHECK: arith.minsi %{{.*}}, %[[D]] : i64
+// CHECK: arith.maxsi %{{.*}}, %[[D]] : i64
+// CHECK: }
+// CHECK: %[[QPOINT:.*]] = arith.cmpi eq, %[[QR]]#0, %[[QR]]#1 : i64
+// CHECK: scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[LS:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<64xf32>, tensor<64xf32>, tensor<64x16xf32>)
+// CHECK: %[[N0:.*]] = arith.muli %[[J]], %c64
+// Keys of the block:
+// CHECK: %[[KLO0:.*]] = arith.maxsi %[[N0]], %c0
+// CHECK: %[[KLO:.*]] = arith.minsi %[[KLO0]], %c127
+// CHECK: %[[KR:.*]]:2 = scf.for %[[I2:.*]] = %[[KLO]] to %{{.*}} step %c1 iter_args({{.*}}) -> (i64, i64) {
+// CHECK: tensor.extract %[[DOC]][%[[I2]]] : tensor<128xi64>
+// CHECK: }
+// full: both ranges are the same point; empty: disjoint.
+// CHECK-DAG: %[[E1:.*]] = arith.cmpi eq, %[[QR]]#0, %[[KR]]#0 : i64
+// CHECK-DAG: %[[E2:.*]] = arith.cmpi eq, %[[KR]]#0, %[[KR]]#1 : i64
+// CHECK-DAG: arith.andi %[[QPOINT]], %[[E2]] : i1
+// CHECK-DAG: %[[D1:.*]] = arith.cmpi slt, %[[KR]]#1, %[[QR]]#0 : i64
+// CHECK-DAG: %[[D2:.*]] = arith.cmpi slt, %[[QR]]#1, %[[KR]]#0 : i64
+// CHECK: %[[EMPTY:.*]] = arith.ori %[[D2]], %[[D1]] : i1
+// CHECK: scf.if %[[EMPTY]]
+// CHECK-NEXT: scf.yield %[[MX]], %[[LS]], %[[ACC]]
+// CHECK: } else {
+// CHECK: scf.if %{{.*}}
+// CHECK-NOT: tensor.extract %[[DOC]]
+// CHECK: } else {
 // CHECK: linalg.generic
-// CHECK: } {flex.block_classification = "dense", flex.tiles = array<i64: 64, 64>}
+// CHECK: tensor.extract %[[DOC]]
+// CHECK: } {flex.block_classification = "interval", flex.tiles = array<i64: 64, 64>}
 func.func @document(%q: tensor<1x2x128x16xf32>, %k: tensor<1x2x128x16xf32>, %v: tensor<1x2x128x16xf32>, %doc: tensor<128xi64>) -> tensor<1x2x128x16xf32> {
   %o = tensor.empty() : tensor<1x2x128x16xf32>
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>, tensor<1x2x128x16xf32>)

@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
 
 #include <limits>
 
@@ -133,6 +134,32 @@ static BlockClass withBlockTensors(OpBuilder &b, Location loc,
   return {either(maskLive), either(maskFull)};
 }
 
+/// Moves the ops of `loop`'s body up to `last` (the block classification)
+/// that use only values defined outside the loop in front of it: the parts
+/// of an interval classification that depend on the row tile alone (e.g.
+/// the range of doc[q] over its rows) run once per row tile. They are pure
+/// (arith, clamped tensor.extract, scf.for over them).
+static void hoistRowInvariants(scf::ForOp loop, Operation *last) {
+  if (!last)
+    return;
+  auto outside = [&](Value v) {
+    return !loop->isAncestor(v.getParentRegion()->getParentOp());
+  };
+  SmallVector<Operation *> ops;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    ops.push_back(&op);
+    if (&op == last)
+      break;
+  }
+  for (Operation *op : ops) {
+    SetVector<Value> above;
+    getUsedValuesDefinedAbove(op->getRegions(), above);
+    if (llvm::all_of(op->getOperands(), outside) &&
+        llvm::all_of(above, outside))
+      op->moveBefore(loop);
+  }
+}
+
 /// The loop over key blocks, carrying (mx, l, acc).
 static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
                                StringRef kind, ValueRange init) {
@@ -142,7 +169,8 @@ static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
       b, loc, t.m0, arith::SubIOp::create(b, loc, t.rows, c1));
   Value lastKey = arith::SubIOp::create(b, loc, lay.kvLen, c1);
   bool hasMask = t.op.hasMaskMod();
-  return scf::ForOp::create(
+  Operation *classification = nullptr;
+  auto loop = scf::ForOp::create(
       b, loc, c0, lay.numBlocks, c1, init,
       [&](OpBuilder &nb, Location l, Value j, ValueRange st) {
         Value n0 = arith::MulIOp::create(nb, l, j, cIdx(nb, l, t.tileN));
@@ -152,6 +180,8 @@ static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
         BlockBox box{t.b,   t.h,       t.m0,    mHi,    n0,
                      nHi,   t.rows,    lay.kvLen, t.tileM, t.tileN};
         BlockClass cls = classifyBlock(nb, l, t.op, kind, box);
+        if (kind == "interval")
+          classification = &nb.getBlock()->back();
         if (t.op.hasBlockTensors())
           cls = withBlockTensors(nb, l, t, n0, cls);
         auto compute = [&]() -> SmallVector<Value> {
@@ -168,6 +198,8 @@ static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
                      : compute();
         scf::YieldOp::create(nb, l, next);
       });
+  hoistRowInvariants(loop, classification);
+  return loop;
 }
 
 /// Inserts rows [0, rows) of `t` ([Mt] or [Mt, Ev]) into `init` ([1, 1,

@@ -104,11 +104,20 @@ StringRef blockClassificationKind(AttentionOp op, const FlashConfig &cfg);
 BlockClass classifyBlock(OpBuilder &b, Location loc, AttentionOp op,
                          StringRef kind, const BlockBox &box);
 
-/// Interval analysis of a mask_mod (MaskIntervals.cpp).
+/// Interval analysis of a mask_mod (MaskIntervals.cpp): integer index
+/// arithmetic, casts, selects, comparisons (integer and ordered float) and
+/// reads of captured tensors. emitMaskBounds returns (true on the whole
+/// box, false on the whole box) for the box `argRanges` of (b, h, q, kv).
 bool isIntervalAnalyzableMask(Region &region);
 std::pair<Value, Value>
 emitMaskBounds(OpBuilder &b, Location loc, Region &region,
                ArrayRef<std::pair<Value, Value>> argRanges);
+/// Bounds of `src[indices]` with index k in [lo_k, hi_k] (clamped to the
+/// extents of `src`): (min, max) of the elements, or (all, any) for i1
+/// (MaskCaptureReads.cpp).
+std::pair<Value, Value>
+emitCaptureReadBounds(OpBuilder &b, Location loc, Value src,
+                      ArrayRef<std::pair<Value, Value>> indices);
 
 /// Rewrites one flex.online_attention into the tile builders below.
 LogicalResult decomposeOnlineAttention(RewriterBase &rewriter,

@@ -50,11 +50,19 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     Only tiles are allocated (plus padded copies of K/V when N is not a
     multiple of the block, padded Q rows of a partial row tile, and Kᵀ).
 
-    Block sparsity: when the mask_mod region is built from affine index
-    arithmetic, cmpi, andi/ori/xori, the pass classifies each
-    (M-tile, N-tile) block at run time by interval arithmetic over the
-    block's index ranges: all-false blocks are skipped, all-true blocks run
-    without the mask. Other masks are classified by a dense per-block
+    Block sparsity: when the mask_mod region is built from integer index
+    arithmetic (add, sub, mul, min, max, abs, division and remainder by a
+    positive constant, casts, floor division through sitofp / divf /
+    floor / fptosi), selects, integer and ordered float comparisons, i1
+    logic and reads of captured tensors (`tensor.extract` from values
+    defined above the region: document ids, bool or float tables), the
+    pass classifies each (M-tile, N-tile) block at run time by interval
+    arithmetic over the block's index ranges: a read is bounded by the
+    min / max of the capture over its index box (Mt or Nt elements for
+    `doc[q]` / `doc[kv]`; the row tile's part runs once per row tile).
+    All-false blocks are skipped, all-true blocks run without the mask.
+    Other masks (e.g. reads whose index is itself data, which
+    flex-insert-checks guards) are classified by a dense per-block
     pre-pass (`dense-classify`) or not at all. With BlockMask tensors
     (`kv_blocks`), the tiles nest in the mask's blocks and each block's
     listed / full status is folded in: unlisted blocks are skipped, full

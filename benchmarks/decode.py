@@ -1,0 +1,94 @@
+"""Decode benchmark: few query rows against a long key/value sequence,
+through the user path beside torch.compile(flex_attention), in one process.
+
+    PYTHONPATH=python python -m benchmarks.decode [--reps 15] [--cases all]
+
+Ours is `torch_mlir_flex.compile` of an nn.Module calling flex_attention
+(backend "tiled"). Cases: the issue's decode shape (M=1, N=4096, Hq=32,
+Hkv=8, D=128, f32 and bf16), few heads with long N (B=1, H=1..4), and a
+tiny call (M=1, N=16, H=1, D=16) whose time is the per-call overhead. Times
+are medians over interleaved rounds; only ratios are meaningful on a
+shared machine.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("KMP_BLOCKTIME", "0")
+
+import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+
+class Decode(torch.nn.Module):
+    def __init__(self, gqa):
+        super().__init__()
+        self.gqa = gqa
+
+    def forward(self, q, k, v):
+        return flex_attention(q, k, v, enable_gqa=self.gqa)
+
+
+CASES = {
+    # name: (B, Hq, Hkv, M, N, D, dtype)
+    "gqa32/8-f32": (1, 32, 8, 1, 4096, 128, torch.float32),
+    "gqa32/8-bf16": (1, 32, 8, 1, 4096, 128, torch.bfloat16),
+    "h1-n16k": (1, 1, 1, 1, 16384, 128, torch.float32),
+    "h2-n8k": (1, 2, 2, 1, 8192, 128, torch.float32),
+    "h4-n8k": (1, 4, 4, 1, 8192, 128, torch.float32),
+    "h4-m4-n8k": (1, 4, 4, 4, 8192, 64, torch.float32),
+    "tiny": (1, 1, 1, 1, 16, 16, torch.float32),
+}
+
+
+def _median_rounds(fns, args, reps):
+    times = {name: [] for name in fns}
+    for fn in fns.values():
+        fn(*args)
+        fn(*args)
+    for _ in range(reps):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn(*args)
+            times[name].append(time.perf_counter() - t)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def bench(case, reps, backend):
+    B, Hq, Hkv, M, N, D, dt = CASES[case]
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(B, Hq, M, D, generator=g).to(dt)
+    k = torch.randn(B, Hkv, N, D, generator=g).to(dt)
+    v = torch.randn(B, Hkv, N, D, generator=g).to(dt)
+    args = (q, k, v)
+    gqa = Hq != Hkv
+    fns = {"ours": torch_mlir_flex.compile(Decode(gqa), args, backend=backend)}
+    cflex = torch.compile(flex_attention, dynamic=False)
+    fns["torch.compile"] = lambda q, k, v: cflex(q, k, v, enable_gqa=gqa)
+    ref = flex_attention(q.float(), k.float(), v.float(), enable_gqa=gqa)
+    tol = 2e-2 if dt != torch.float32 else 1e-4
+    for name, fn in fns.items():
+        torch.testing.assert_close(fn(*args).float(), ref, rtol=tol, atol=tol, msg=name)
+    return _median_rounds(fns, args, reps)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="all", help="comma-separated names or 'all': "
+                    + ", ".join(CASES))
+    ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--backend", default="tiled")
+    a = ap.parse_args()
+    names = list(CASES) if a.cases == "all" else a.cases.split(",")
+    print(f"{'case':14s} {'ours us':>9s} {'torch us':>9s} {'ratio':>6s}")
+    for name in names:
+        t = bench(name, a.reps, a.backend)
+        ours, ref = t["ours"] * 1e6, t["torch.compile"] * 1e6
+        print(f"{name:14s} {ours:9.1f} {ref:9.1f} {ours / ref:6.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

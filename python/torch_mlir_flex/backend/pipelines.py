@@ -87,11 +87,19 @@ PIPELINES = {
 # parallel loop (needs an OpenMP runtime in the JIT's shared_libs, see
 # `find_openmp_runtime`); `num_threads` 0 lets the runtime decide
 # (OMP_NUM_THREADS, else all cores).
+# `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
+# this split their key blocks into chunks run in parallel and merged
+# (flash-decoding); default 4x the threads with OpenMP, 0 (never) without.
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
-                   num_threads: int = 0) -> str:
+                   num_threads: int = 0, split_keys_tasks: int = -1) -> str:
+    if split_keys_tasks < 0:
+        import os
+
+        split_keys_tasks = 4 * (num_threads or os.cpu_count() or 1) if openmp else 0
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
-             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}}})")
+             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
+             f"split-keys-tasks={split_keys_tasks}}})")
     forall = ("func.func(scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"
               "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"

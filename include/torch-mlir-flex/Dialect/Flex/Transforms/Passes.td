@@ -68,7 +68,12 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
            "Softmax exp as inline polynomial (vectorizable) instead of math.exp">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Q.K^T, softmax and P.V tile ops as vector-dialect micro-kernels "
-           "(rows of the tile in registers) instead of linalg.generic">
+           "(rows of the tile in registers) instead of linalg.generic">,
+    Option<"splitKeysTasks", "split-keys-tasks", "int64_t", /*default=*/"0",
+           "Decode (M <= 4, static shapes) with fewer than this many (b, h) "
+           "row tiles: split the key blocks into chunks computed in "
+           "parallel and merged (flash-decoding); about 4x the threads. "
+           "0: never split">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",

@@ -4,7 +4,8 @@ through the user path beside torch.compile(flex_attention), in one process.
     PYTHONPATH=python python -m benchmarks.decode [--reps 15] [--cases all]
 
 Ours is `torch_mlir_flex.compile` of an nn.Module calling flex_attention
-(backend "tiled"). Cases: the issue's decode shape (M=1, N=4096, Hq=32,
+(backend "tiled"); "nosplit" is the same without the decode key split
+(flex-to-flash split-keys-tasks=0). Cases: the issue's decode shape (M=1, N=4096, Hq=32,
 Hkv=8, D=128, f32 and bf16), few heads with long N (B=1, H=1..4), and a
 tiny call (M=1, N=16, H=1, D=16) whose time is the per-call overhead. Times
 are medians over interleaved rounds; only ratios are meaningful on a
@@ -21,6 +22,12 @@ os.environ.setdefault("KMP_BLOCKTIME", "0")
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import flex_attention
+
+from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime, tiled_pipeline
+
+# The same lowering without the decode key split (before/after).
+PIPELINES.setdefault("tiled-nosplit", tiled_pipeline(openmp=find_openmp_runtime() is not None,
+                                                     split_keys_tasks=0))
 
 
 class Decode(torch.nn.Module):
@@ -65,7 +72,8 @@ def bench(case, reps, backend):
     v = torch.randn(B, Hkv, N, D, generator=g).to(dt)
     args = (q, k, v)
     gqa = Hq != Hkv
-    fns = {"ours": torch_mlir_flex.compile(Decode(gqa), args, backend=backend)}
+    fns = {"ours": torch_mlir_flex.compile(Decode(gqa), args, backend=backend),
+           "nosplit": torch_mlir_flex.compile(Decode(gqa), args, backend="tiled-nosplit")}
     cflex = torch.compile(flex_attention, dynamic=False)
     fns["torch.compile"] = lambda q, k, v: cflex(q, k, v, enable_gqa=gqa)
     ref = flex_attention(q.float(), k.float(), v.float(), enable_gqa=gqa)
@@ -83,11 +91,14 @@ def main():
     ap.add_argument("--backend", default="tiled")
     a = ap.parse_args()
     names = list(CASES) if a.cases == "all" else a.cases.split(",")
-    print(f"{'case':14s} {'ours us':>9s} {'torch us':>9s} {'ratio':>6s}")
+    print(f"{'case':14s} {'ours us':>9s} {'nosplit':>9s} {'torch us':>9s} {'ratio':>6s}"
+          f" {'nosplit':>7s}")
     for name in names:
         t = bench(name, a.reps, a.backend)
         ours, ref = t["ours"] * 1e6, t["torch.compile"] * 1e6
-        print(f"{name:14s} {ours:9.1f} {ref:9.1f} {ours / ref:6.2f}", flush=True)
+        nos = t["nosplit"] * 1e6
+        print(f"{name:14s} {ours:9.1f} {nos:9.1f} {ref:9.1f} {ours / ref:6.2f} {nos / ref:7.2f}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -89,14 +89,18 @@ PIPELINES = {
 # (OMP_NUM_THREADS, else all cores).
 # `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
 # this split their key blocks into chunks run in parallel and merged
-# (flash-decoding); default 4x the threads with OpenMP, 0 (never) without.
+# (flash-decoding; about 4x the threads is the intended setting). Default
+# $FLEX_SPLIT_KEYS_TASKS, else 0 (off): measured with benchmarks/decode.py
+# on the shared 2-core machine, decode is memory-bound and the second core
+# busy, so the split cost 10-50% with one (b, h) row tile and gained
+# nothing (docs in benchmarks/decode.py).
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
                    num_threads: int = 0, split_keys_tasks: int = -1) -> str:
     if split_keys_tasks < 0:
         import os
 
-        split_keys_tasks = 4 * (num_threads or os.cpu_count() or 1) if openmp else 0
+        split_keys_tasks = int(os.environ.get("FLEX_SPLIT_KEYS_TASKS", "0"))
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}}})")

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import torch_mlir_flex  # noqa: F401  (load order)
-from torch_mlir_flex.backend.pipelines import tiled_pipeline
+from torch_mlir_flex.backend.pipelines import find_openmp_runtime, tiled_pipeline
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_tiled import LN2, _close, _inputs, _reference, _run, fi  # noqa: E402
@@ -76,9 +76,11 @@ def test_decode_split_short_n(N):
 
 
 def test_decode_split_bf16_openmp():
+    """Chunks on OpenMP threads when a runtime is installed."""
     B, H, M, N, E = 1, 2, 1, 1000, 32
     q, k, v = _inputs(B, H, M, N, E, dtype=torch.bfloat16, seed=4)
     text = fi.attention_ir(B=B, Hq=H, M=M, N=N, E=E, dtype="bf16")
-    (out,) = _run(text, (q, k, v))  # backend "tiled": OpenMP when available
+    pipeline = tiled_pipeline(openmp=find_openmp_runtime() is not None, split_keys_tasks=8)
+    (out,) = _run(text, (q, k, v), pipeline)
     r_out, _, _ = _reference(q.float(), k.float(), v.float())
     _close(out, r_out, rtol=2e-2, atol=2e-2)

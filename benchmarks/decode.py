@@ -20,8 +20,6 @@ shared machine.
 
 import argparse
 import os
-import statistics
-import time
 
 os.environ.setdefault("KMP_BLOCKTIME", "0")
 
@@ -29,6 +27,7 @@ import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
+from benchmarks.head_dims import _median_rounds
 from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime, tiled_pipeline
 
 # The same lowering with and without the decode key split.
@@ -56,19 +55,6 @@ CASES = {
     "h4-m4-n8k": (1, 4, 4, 4, 8192, 64, torch.float32),
     "tiny": (1, 1, 1, 1, 16, 16, torch.float32),
 }
-
-
-def _median_rounds(fns, args, reps):
-    times = {name: [] for name in fns}
-    for fn in fns.values():
-        fn(*args)
-        fn(*args)
-    for _ in range(reps):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            fn(*args)
-            times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def bench(case, reps):

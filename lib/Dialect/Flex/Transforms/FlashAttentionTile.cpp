@@ -42,7 +42,7 @@ static Value cIdx(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
-static Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+Value mlir::flex::filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                     double v) {
   Value init = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
   Value c = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));

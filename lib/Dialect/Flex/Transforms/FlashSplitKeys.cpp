@@ -42,13 +42,6 @@ int64_t mlir::flex::chooseKeySplit(AttentionOp op, const FlashConfig &cfg,
   return chunks >= 2 ? chunks : 1;
 }
 
-static Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
-                    double v) {
-  Value init = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
-  Value c = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-  return linalg::FillOp::create(b, loc, ValueRange{c}, ValueRange{init})
-      .getResult(0);
-}
 
 /// Block s * nb / S of chunk `s` (nb = number of key blocks).
 static Value chunkStart(OpBuilder &b, Location loc, Value s, Value nb,

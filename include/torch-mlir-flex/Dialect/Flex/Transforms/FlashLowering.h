@@ -164,6 +164,9 @@ FinalTiles buildFinalization(OpBuilder &b, Location loc, Value mx, Value l,
                              Value acc, Value outDest, bool withLse,
                              bool withMax);
 
+/// An f32 tensor of `shape` filled with `v` (the online-softmax states).
+Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, double v);
+
 /// exp(x) for x <= 0 (scalar or vector f32) as a polynomial (FlashMath.cpp).
 Value emitExpNonPositive(OpBuilder &b, Location loc, Value x);
 /// Reduces a 1-D vector by halving with `comb`.

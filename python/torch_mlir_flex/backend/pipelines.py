@@ -95,17 +95,29 @@ PIPELINES = {
 # dot products (x86vector, lowered by convert-vector-to-llvm's
 # enable-x86vector); None: when the host has them (cpu_features.py,
 # TORCH_MLIR_FLEX_BF16_DOT=0 turns it off).
+# `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
+# this split their key blocks into chunks run in parallel and merged
+# (flash-decoding; about 4x the threads is the intended setting). Default
+# $FLEX_SPLIT_KEYS_TASKS, else 0 (off): measured with benchmarks/decode.py
+# on the shared 2-core machine, decode is memory-bound and the second core
+# busy, so the split cost 10-50% with one (b, h) row tile and gained
+# nothing (docs in benchmarks/decode.py).
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
-                   num_threads: int = 0, bf16_dot=None) -> str:
+                   num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1) -> str:
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
     elif bf16_dot and not host_has_avx512_bf16():
         # The JIT compiles for this CPU: the instructions would be illegal.
         raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
     bf16_dot = bool(bf16_dot) and vectorize
+    if split_keys_tasks < 0:
+        import os
+
+        split_keys_tasks = int(os.environ.get("FLEX_SPLIT_KEYS_TASKS", "0"))
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
-             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
+             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
+             f"split-keys-tasks={split_keys_tasks}"
              f"{' bf16-dot=1' if bf16_dot else ''}}})")
     forall = ("func.func(scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"

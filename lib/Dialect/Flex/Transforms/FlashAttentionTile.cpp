@@ -45,7 +45,7 @@ static Value cIdx(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
-static Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+Value mlir::flex::filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
                     double v) {
   Value init = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
   Value c = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
@@ -160,18 +160,19 @@ static void hoistRowInvariants(scf::ForOp loop, Operation *last) {
   }
 }
 
-/// The loop over key blocks, carrying (mx, l, acc).
+/// The loop over key blocks [first, last), carrying (mx, l, acc).
 static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
-                               StringRef kind, ValueRange init) {
+                               StringRef kind, ValueRange init, Value first,
+                               Value last) {
   const KeyValueLayout &lay = *t.layout;
-  Value c0 = cIdx(b, loc, 0), c1 = cIdx(b, loc, 1);
+  Value c1 = cIdx(b, loc, 1);
   Value mHi = arith::AddIOp::create(
       b, loc, t.m0, arith::SubIOp::create(b, loc, t.rows, c1));
   Value lastKey = arith::SubIOp::create(b, loc, lay.kvLen, c1);
   bool hasMask = t.op.hasMaskMod();
   Operation *classification = nullptr;
   auto loop = scf::ForOp::create(
-      b, loc, c0, lay.numBlocks, c1, init,
+      b, loc, first, last, c1, init,
       [&](OpBuilder &nb, Location l, Value j, ValueRange st) {
         Value n0 = arith::MulIOp::create(nb, l, j, cIdx(nb, l, t.tileN));
         Value nHi = arith::MinSIOp::create(
@@ -228,10 +229,12 @@ static Value placeRows(OpBuilder &b, Location loc, Value t, Value init,
   return tensor::InsertSliceOp::create(b, loc, t, init, offs, sizes, strides);
 }
 
-LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
-                                                 AttentionOp tile,
-                                                 const FlashConfig &cfg,
-                                                 const KeyValueLayout *layout) {
+/// Fills `t` for the row tile `tile` (Q tile padded to Mt, position, K/V
+/// layout: `layout` when the tile's key is its slice, else `own`).
+static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
+                                 const FlashConfig &cfg,
+                                 const KeyValueLayout *layout, RowTile &t,
+                                 KeyValueLayout &own) {
   if (std::optional<std::string> why = flashUnsupportedReason(tile))
     return tile.emitOpError("cannot decompose into key blocks: ") << *why;
   auto qTy = cast<RankedTensorType>(tile.getQuery().getType());
@@ -247,11 +250,8 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
              << mt << " rows, key blocks of " << cfg.tileN
              << ") must nest in the BlockMask blocks (" << (*bs)[0] << ", "
              << (*bs)[1] << ")";
-  OpBuilder::InsertionGuard g(rewriter);
-  rewriter.setInsertionPoint(tile);
   Location loc = tile.getLoc();
-  OpBuilder &b = rewriter;
-  RowTile t{tile, layout};
+  t = RowTile{tile, layout};
   t.tileM = mt;
   t.tileN = cfg.tileN;
   t.e = qTy.getDimSize(3);
@@ -261,7 +261,6 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
   t.b = offs.empty() ? zero : offs[0];
   t.h = offs.empty() ? zero : offs[1];
   t.m0 = offs.empty() ? zero : offs[2];
-  bool padRows = mStatic != mt;
   t.rows = ShapedType::isDynamic(mStatic)
                ? tensor::DimOp::create(b, loc, tile.getQuery(), 2).getResult()
                : cIdx(b, loc, mStatic);
@@ -270,7 +269,7 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
   OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
   t.q = slice2d(b, loc, tile.getQuery(), {z, z, z, z}, mStatic, t.e,
                 {one, one, getAsOpFoldResult(t.rows), b.getIndexAttr(t.e)});
-  if (padRows) {
+  if (mStatic != mt) {
     Value padZero =
         arith::ConstantOp::create(b, loc, b.getZeroAttr(qTy.getElementType()));
     OpFoldResult high = getAsOpFoldResult(
@@ -281,7 +280,6 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
   }
 
   // Keys/values: the hoisted layout when the tile's key is its slice.
-  KeyValueLayout own;
   t.kb = zero;
   if (layout) {
     auto keySlice = tile.getKey().getDefiningOp<tensor::ExtractSliceOp>();
@@ -297,15 +295,54 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
   }
   t.kh = arith::DivUIOp::create(b, loc, t.h,
                                 cIdx(b, loc, tile.getGroupSize()));
+  return success();
+}
 
+/// The key loop over blocks [first, last) (all when null) from the empty
+/// state (mx = -inf, l = 0, acc = 0).
+static scf::ForOp buildStateLoop(OpBuilder &b, Location loc, const RowTile &t,
+                                 const FlashConfig &cfg, Value first,
+                                 Value last) {
   float negInf = -std::numeric_limits<float>::infinity();
-  SmallVector<Value> init = {filled(b, loc, {mt}, negInf),
-                             filled(b, loc, {mt}, 0.0),
-                             filled(b, loc, {mt, t.ev}, 0.0)};
+  SmallVector<Value> init = {filled(b, loc, {t.tileM}, negInf),
+                             filled(b, loc, {t.tileM}, 0.0),
+                             filled(b, loc, {t.tileM, t.ev}, 0.0)};
+  return buildKeyLoop(b, loc, t, blockClassificationKind(t.op, cfg), init,
+                      first ? first : cIdx(b, loc, 0),
+                      last ? last : t.layout->numBlocks);
+}
+
+FailureOr<SmallVector<Value>> mlir::flex::buildRowTileState(
+    OpBuilder &b, AttentionOp tile, const FlashConfig &cfg,
+    const KeyValueLayout *layout, Value firstBlock, Value lastBlock) {
+  RowTile t;
+  KeyValueLayout own;
+  if (failed(initRowTile(b, tile, cfg, layout, t, own)))
+    return failure();
   scf::ForOp loop =
-      buildKeyLoop(b, loc, t, blockClassificationKind(tile, cfg), init);
+      buildStateLoop(b, tile.getLoc(), t, cfg, firstBlock, lastBlock);
+  return SmallVector<Value>(loop.getResults());
+}
+
+LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
+                                                 AttentionOp tile,
+                                                 const FlashConfig &cfg,
+                                                 const KeyValueLayout *layout) {
+  OpBuilder::InsertionGuard g(rewriter);
+  rewriter.setInsertionPoint(tile);
+  Location loc = tile.getLoc();
+  OpBuilder &b = rewriter;
+  RowTile t;
+  KeyValueLayout own;
+  if (failed(initRowTile(b, tile, cfg, layout, t, own)))
+    return failure();
+  scf::ForOp loop = buildStateLoop(b, loc, t, cfg, Value(), Value());
 
   // Normalization, written straight into the output tile when unpadded.
+  int64_t mt = t.tileM;
+  bool padRows =
+      cast<RankedTensorType>(tile.getQuery().getType()).getDimSize(2) != mt;
+  OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
   Type outElt = tile.getOutputType().getElementType();
   Value outDest =
       padRows ? tensor::EmptyOp::create(b, loc, {mt, t.ev}, outElt).getResult()

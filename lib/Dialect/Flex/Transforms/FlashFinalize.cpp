@@ -30,11 +30,11 @@ static Value rowwise(OpBuilder &b, Location loc, ValueRange ins, Value dest,
   MLIRContext *ctx = b.getContext();
   int64_t rank = cast<RankedTensorType>(dest.getType()).getRank();
   AffineMap id = AffineMap::getMultiDimIdentityMap(rank, ctx);
-  AffineMap row = AffineMap::get(rank, 0, {getAffineDimExpr(0, ctx)}, ctx);
+  // Inputs of lower rank (rows) follow the leading dims of dest.
   SmallVector<AffineMap> maps;
   for (Value in : ins)
-    maps.push_back(cast<RankedTensorType>(in.getType()).getRank() == rank ? id
-                                                                          : row);
+    maps.push_back(id.getMajorSubMap(
+        cast<RankedTensorType>(in.getType()).getRank()));
   maps.push_back(id);
   SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
   return linalg::GenericOp::create(
@@ -63,14 +63,14 @@ FinalTiles mlir::flex::buildFinalization(OpBuilder &b, Location loc, Value mx,
                       v = arith::TruncFOp::create(nb, nl, outElt, v);
                     return v;
                   });
-  int64_t mt = cast<RankedTensorType>(mx.getType()).getDimSize(0);
+  ArrayRef<int64_t> rows = cast<RankedTensorType>(mx.getType()).getShape();
   auto invLn2 = [](OpBuilder &nb, Location nl) -> Value {
     return arith::ConstantOp::create(nb, nl,
                                      nb.getF32FloatAttr(1.0 / std::log(2.0)));
   };
   if (withLse)
     r.lse = rowwise(
-        b, loc, {mx, l}, tensor::EmptyOp::create(b, loc, {mt}, f32),
+        b, loc, {mx, l}, tensor::EmptyOp::create(b, loc, rows, f32),
         [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
           Value v = arith::AddFOp::create(nb, nl, a[0],
                                           math::LogOp::create(nb, nl, a[1]));
@@ -81,7 +81,7 @@ FinalTiles mlir::flex::buildFinalization(OpBuilder &b, Location loc, Value mx,
                                          v);
         });
   if (withMax)
-    r.max = rowwise(b, loc, {mx}, tensor::EmptyOp::create(b, loc, {mt}, f32),
+    r.max = rowwise(b, loc, {mx}, tensor::EmptyOp::create(b, loc, rows, f32),
                     [&](OpBuilder &nb, Location nl, ValueRange a) -> Value {
                       return arith::MulFOp::create(nb, nl, a[0],
                                                    invLn2(nb, nl));

@@ -3,7 +3,8 @@
 // The driver of the tiled lowering (see FlashLowering.h for the stages):
 // per flex.attention on tensors, pick the tile sizes, lay out K/V once,
 // tile (B, Hq, M) through the TilingInterface into an scf.forall,
-// decompose the row tile into the loop over key blocks and each
+// decompose the row tile into the loop over key blocks (or, for decode with
+// few (b, h) pairs, split the keys into chunks across threads) and each
 // flex.online_attention block into its tile builders. Ops it cannot handle
 // are left for flex-to-loops with a remark.
 //
@@ -36,16 +37,22 @@ static LogicalResult lowerToFlash(RewriterBase &rewriter, AttentionOp op,
   rewriter.setInsertionPoint(op);
   KeyValueLayout layout = buildKeyValueLayout(rewriter, op.getLoc(),
                                               op.getKey(), op.getValue(), cfg);
-  FailureOr<AttentionOp> tile =
-      tileAttentionRows(rewriter, op, cfg.tileM, &forall);
-  if (failed(tile) || !forall)
-    return failure();
+  int64_t chunks = chooseKeySplit(op, cfg, cfg.parallelTasks);
+  if (chunks > 1) {
+    if (failed(splitKeysAttention(rewriter, op, cfg, layout, chunks, forall)))
+      return failure();
+    forall->setAttr("flex.key_chunks", rewriter.getI64IntegerAttr(chunks));
+  } else {
+    FailureOr<AttentionOp> tile =
+        tileAttentionRows(rewriter, op, cfg.tileM, &forall);
+    if (failed(tile) || !forall ||
+        failed(decomposeAttentionTile(rewriter, *tile, cfg, &layout)))
+      return failure();
+  }
   // What was chosen, for torch_mlir_flex's logging (discardable).
   forall->setAttr("flex.tiles",
                   rewriter.getDenseI64ArrayAttr({cfg.tileM, cfg.tileN}));
   forall->setAttr("flex.block_classification", rewriter.getStringAttr(kind));
-  if (failed(decomposeAttentionTile(rewriter, *tile, cfg, &layout)))
-    return failure();
   SmallVector<OnlineAttentionOp> blocks;
   forall.walk([&](OnlineAttentionOp b) { blocks.push_back(b); });
   for (OnlineAttentionOp b : blocks)
@@ -58,8 +65,9 @@ namespace {
 struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
   using FlexToFlashBase::FlexToFlashBase;
   void runOnOperation() override {
-    if (tileM < 0 || tileN < 0) {
-      getOperation().emitError("flex-to-flash: tile sizes must be >= 0");
+    if (tileM < 0 || tileN < 0 || splitKeysTasks < 0) {
+      getOperation().emitError(
+          "flex-to-flash: tile sizes and split-keys-tasks must be >= 0");
       return signalPassFailure();
     }
     FlashConfig requested;
@@ -70,6 +78,7 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
     requested.fastExp = fastExp;
     requested.vectorize = vectorize;
     requested.bf16Dot = bf16Dot;
+    requested.parallelTasks = splitKeysTasks;
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());

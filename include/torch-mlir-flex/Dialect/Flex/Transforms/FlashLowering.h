@@ -40,6 +40,9 @@ struct FlashConfig {
   /// contractions that can use them (FlashBf16Kernel.h): Q.K^T with K^T in
   /// pairs of E, P.V with V in pairs of keys.
   bool bf16Dot = false, pairedKey = false, pairedValue = false;
+  /// Parallel iterations wanted (about 4x the threads); decode ops with
+  /// fewer (b, h) row tiles split their keys into chunks. 0: no split.
+  int64_t parallelTasks = 0;
 };
 
 /// Why flex-to-flash leaves `op` to flex-to-loops (memrefs, dynamic head
@@ -82,6 +85,28 @@ FailureOr<AttentionOp> tileAttentionRows(RewriterBase &rewriter,
 LogicalResult decomposeAttentionTile(RewriterBase &rewriter, AttentionOp tile,
                                      const FlashConfig &cfg,
                                      const KeyValueLayout *layout);
+
+/// The online-softmax state (mx [Mt], l [Mt], acc [Mt, Ev], f32) of a row
+/// tile after key blocks [firstBlock, lastBlock) (all blocks when null),
+/// unnormalized; built before `tile`, which is left in place.
+FailureOr<SmallVector<Value>>
+buildRowTileState(OpBuilder &b, AttentionOp tile, const FlashConfig &cfg,
+                  const KeyValueLayout *layout, Value firstBlock,
+                  Value lastBlock);
+
+/// Decode key split (FlashSplitKeys.cpp): how many chunks of key blocks
+/// each (b, h) row tile of `op` is split into so that about
+/// `parallelTasks` iterations run in parallel; 1 (no split) unless the
+/// shapes are static, M <= 4 is one row tile and B * Hq < parallelTasks.
+int64_t chooseKeySplit(AttentionOp op, const FlashConfig &cfg,
+                       int64_t parallelTasks);
+/// Replaces `op` by an scf.forall over (b, h, chunk) of partial online-
+/// softmax states (row tiles through the TilingInterface, key blocks of
+/// the chunk) and their merge + finalization; the forall is returned.
+LogicalResult splitKeysAttention(RewriterBase &rewriter, AttentionOp op,
+                                 const FlashConfig &cfg,
+                                 const KeyValueLayout &layout, int64_t chunks,
+                                 scf::ForallOp &forall);
 
 /// The index box of one (row tile, key block) pair, global indices: rows
 /// [mLo, mHi], keys [nLo, nHi] (valid ones). The dense pre-pass walks the
@@ -147,13 +172,17 @@ Value buildPVTile(OpBuilder &b, Location loc, Value p, Value v, Value acc,
 /// The normalized row tile: out = acc / l (0 for fully masked rows)
 /// written into `outDest` ([Mt, Ev], the output element type), and when
 /// asked lse = (mx + log l) / ln 2 and max = mx / ln 2 ([Mt], f32; -inf for
-/// fully masked rows).
+/// fully masked rows). Leading dims are allowed (mx, l [..., Mt], acc and
+/// outDest [..., Mt, Ev], static).
 struct FinalTiles {
   Value out, lse, max;
 };
 FinalTiles buildFinalization(OpBuilder &b, Location loc, Value mx, Value l,
                              Value acc, Value outDest, bool withLse,
                              bool withMax);
+
+/// An f32 tensor of `shape` filled with `v` (the online-softmax states).
+Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, double v);
 
 /// exp(x) for x <= 0 (scalar or vector f32) as a polynomial (FlashMath.cpp).
 Value emitExpNonPositive(OpBuilder &b, Location loc, Value x);

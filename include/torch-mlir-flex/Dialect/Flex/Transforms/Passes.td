@@ -103,7 +103,12 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
            "(rows of the tile in registers) instead of linalg.generic">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "bf16 inputs: Q.K^T and P.V on AVX512-BF16 dot products "
-           "(x86vector.avx512.dot); only for CPUs with avx512_bf16">
+           "(x86vector.avx512.dot); only for CPUs with avx512_bf16">,
+    Option<"splitKeysTasks", "split-keys-tasks", "int64_t", /*default=*/"0",
+           "Decode (M <= 4, static shapes) with fewer than this many (b, h) "
+           "row tiles: split the key blocks into chunks computed in "
+           "parallel and merged (flash-decoding); about 4x the threads. "
+           "0: never split">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",

@@ -20,9 +20,8 @@ os.environ.setdefault("KMP_BLOCKTIME", "0")
 
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch
-from torch.nn.attention.flex_attention import create_block_mask
 
-from benchmarks.head_dims import Causal
+from benchmarks.cases import Causal
 from torch_mlir_flex.backend.cpu_features import host_has_avx512_bf16
 from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime, tiled_pipeline
 
@@ -47,13 +46,12 @@ def main():
     ap.add_argument("--one-thread", action="store_true", help="backend tiled-1t")
     a = ap.parse_args()
     S, D, H = a.seq, a.dim, a.heads
-    bm = create_block_mask(lambda b, h, q, kv: q >= kv, None, None, S, S, device="cpu")
     g = torch.Generator().manual_seed(0)
     base = tuple(torch.randn(1, H, S, D, generator=g) for _ in range(3))
     runs = {}
     for name, (dtype, backend) in _variants(a.one_thread).items():
         args = tuple(x.to(dtype) for x in base)
-        runs[name] = (torch_mlir_flex.compile(Causal(bm), args, backend=backend), args)
+        runs[name] = (torch_mlir_flex.compile(Causal(S, S), args, backend=backend), args)
     times = {name: [] for name in runs}
     for fn, args in runs.values():
         fn(*args)  # warm-up

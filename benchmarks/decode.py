@@ -27,7 +27,7 @@ import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
-from benchmarks.head_dims import _median_rounds
+from benchmarks.timing import interleaved_medians
 from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime, tiled_pipeline
 
 # The same lowering with and without the decode key split.
@@ -73,7 +73,7 @@ def bench(case, reps):
     tol = 2e-2 if dt != torch.float32 else 1e-4
     for name, fn in fns.items():
         torch.testing.assert_close(fn(*args).float(), ref, rtol=tol, atol=tol, msg=name)
-    return _median_rounds(fns, args, reps)
+    return interleaved_medians({n: (lambda f=f: f(*args)) for n, f in fns.items()}, reps)
 
 
 def main():

@@ -29,7 +29,7 @@ from torch_mlir_flex.backend.jit import JitFunction
 from torch_mlir_flex.backend.pipelines import find_openmp_runtime, tiled_pipeline
 
 from . import flex_ir as fi
-from .run import measure
+from .timing import interleaved_medians
 
 DOC_ONLY = """
         %dq = tensor.extract %doc[%m] : tensor<{S}xi64>
@@ -94,7 +94,7 @@ def main():
         times = {i: [] for i in impls}
         for _ in range(args.runs):
             for i, f in impls.items():
-                times[i].append(measure(f, args.reps)[0] * 1e3)
+                times[i].append(interleaved_medians({"f": f}, args.reps)["f"] * 1e3)
         med = {i: statistics.median(t) for i, t in times.items()}
         print(f"| {name} | {med['ours']:.2f} | {med['ours 1T']:.2f} | "
               f"{med['dense']:.2f} | {med['compiled']:.2f} | {med['ours'] / med['compiled']:.2f} | {err:.2e} |")

@@ -13,16 +13,9 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <cmath>
-#include <limits>
 
 using namespace mlir;
 using namespace mlir::flex;
-
-static Value isNegInf(OpBuilder &b, Location loc, Value x) {
-  Value ni = arith::ConstantOp::create(
-      b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
-  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, ni);
-}
 
 /// dest[i...] = body(ins[i...]) over the rows (and columns) of dest.
 static Value rowwise(OpBuilder &b, Location loc, ValueRange ins, Value dest,
@@ -57,7 +50,7 @@ FinalTiles mlir::flex::buildFinalization(OpBuilder &b, Location loc, Value mx,
                     Value v = arith::DivFOp::create(nb, nl, a[0], a[1]);
                     Value z = arith::ConstantOp::create(nb, nl,
                                                         nb.getF32FloatAttr(0));
-                    v = arith::SelectOp::create(nb, nl, isNegInf(nb, nl, a[2]),
+                    v = arith::SelectOp::create(nb, nl, emitIsNegInf(nb, nl, a[2]),
                                                 z, v);
                     if (outElt != f32)
                       v = arith::TruncFOp::create(nb, nl, outElt, v);
@@ -77,7 +70,7 @@ FinalTiles mlir::flex::buildFinalization(OpBuilder &b, Location loc, Value mx,
           v = arith::MulFOp::create(nb, nl, v, invLn2(nb, nl));
           // -inf for fully masked rows (log 0 alone would be -inf too, but
           // -inf + -inf keeps it; the select makes it explicit).
-          return arith::SelectOp::create(nb, nl, isNegInf(nb, nl, a[0]), a[0],
+          return arith::SelectOp::create(nb, nl, emitIsNegInf(nb, nl, a[0]), a[0],
                                          v);
         });
   if (withMax)

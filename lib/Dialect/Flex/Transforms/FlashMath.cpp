@@ -13,6 +13,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::flex;
 
@@ -90,4 +92,10 @@ Value mlir::flex::treeReduce(OpBuilder &b, Location loc, Value v,
   }
   Value r = vector::ExtractOp::create(b, loc, v, 0);
   return extra ? comb(r, extra) : r;
+}
+
+Value mlir::flex::emitIsNegInf(OpBuilder &b, Location loc, Value x) {
+  Value negInf = arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, x, negInf);
 }

@@ -26,12 +26,6 @@ static Value cF(OpBuilder &b, Location loc, double v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }
 
-static Value isNegInf(OpBuilder &b, Location loc, Value x) {
-  return arith::CmpFOp::create(
-      b, loc, arith::CmpFPredicate::OEQ, x,
-      cF(b, loc, -std::numeric_limits<float>::infinity()));
-}
-
 static Value maxC(OpBuilder &b, Location loc, Value x, Value y) {
   Value gt = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UGT, x, y);
   return arith::SelectOp::create(b, loc, gt, x, y);
@@ -48,7 +42,7 @@ static Value correction(OpBuilder &b, Location loc, Value mold, Value mn,
                         bool fastExp) {
   Value diff = arith::SubFOp::create(b, loc, mold, mn);
   Value corr = expNonPositive(b, loc, diff, fastExp);
-  return arith::SelectOp::create(b, loc, isNegInf(b, loc, mn),
+  return arith::SelectOp::create(b, loc, emitIsNegInf(b, loc, mn),
                                  cF(b, loc, 1.0), corr);
 }
 
@@ -77,7 +71,7 @@ static SoftmaxUpdate buildVectorSoftmax(OpBuilder &b, Location loc, Value s,
             nb, nl, row, vector::BroadcastOp::create(nb, nl, rowTy, mn));
         Value zero = arith::ConstantOp::create(
             nb, nl, DenseElementsAttr::get(rowTy, nb.getF32FloatAttr(0.0)));
-        Value p = arith::SelectOp::create(nb, nl, isNegInf(nb, nl, mn), zero,
+        Value p = arith::SelectOp::create(nb, nl, emitIsNegInf(nb, nl, mn), zero,
                                           expNonPositive(nb, nl, d, fastExp));
         Value lnew = arith::AddFOp::create(
             nb, nl, arith::MulFOp::create(nb, nl, lold, corr),
@@ -152,7 +146,7 @@ static SoftmaxUpdate buildGenericSoftmax(OpBuilder &b, Location loc, Value s,
                          Value d = arith::SubFOp::create(nb, nl, a[1], a[0]);
                          Value e = expNonPositive(nb, nl, d, fastExp);
                          return SmallVector<Value>{arith::SelectOp::create(
-                             nb, nl, isNegInf(nb, nl, a[0]), cF(nb, nl, 0), e)};
+                             nb, nl, emitIsNegInf(nb, nl, a[0]), cF(nb, nl, 0), e)};
                        })
                 .getResult(0);
   // l += sum_n P.

@@ -157,10 +157,7 @@ static Value reduceChunks(
 
 /// w = exp(mx_s - mx), 0 when mx_s = -inf (an empty or fully masked chunk).
 static Value chunkWeight(OpBuilder &b, Location loc, Value mxS, Value mx) {
-  Value ni = arith::ConstantOp::create(
-      b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
-  Value empty =
-      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mxS, ni);
+  Value empty = emitIsNegInf(b, loc, mxS);
   Value w = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, mxS, mx));
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
   return arith::SelectOp::create(b, loc, empty, zero, w);

@@ -184,6 +184,8 @@ FinalTiles buildFinalization(OpBuilder &b, Location loc, Value mx, Value l,
 /// An f32 tensor of `shape` filled with `v` (the online-softmax states).
 Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, double v);
 
+/// x == -inf (scalar f32): a fully masked row's max, or an empty chunk's.
+Value emitIsNegInf(OpBuilder &b, Location loc, Value x);
 /// exp(x) for x <= 0 (scalar or vector f32) as a polynomial (FlashMath.cpp).
 Value emitExpNonPositive(OpBuilder &b, Location loc, Value x);
 /// Reduces a 1-D vector by halving with `comb`.

@@ -75,7 +75,7 @@ def parse_args(argv):
     ap.add_argument("--no-target-extras", action="store_true",
                     help=f"skip the causal S={BF16_TARGET_SHAPE[0]} D={BF16_TARGET_SHAPE[1]} runs")
     ap.add_argument("--budget", type=float, default=1.5,
-                    help="timed seconds per implementation and configuration (3..15 calls)")
+                    help="timed seconds per implementation and configuration (3..60 calls)")
     ap.add_argument("--peak-n", type=int, default=4096, help="matmul size of the peak calibration")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="output directory")
     ap.add_argument("--readme", nargs="?", const=os.path.join(ROOT, "README.md"), default=None,

@@ -36,7 +36,7 @@ TOLERANCE = {"f32": (1e-4, 1e-3), "bf16": (2e-2, 2e-2), "f16": (1e-2, 1e-2)}
 class Options:
     backends: tuple = ("tiled",)  # ours; more backends are extra columns
     peers: tuple = ("torch.compile", "SDPA")
-    budget_s: float = 1.5  # timed seconds per implementation (3..15 calls)
+    budget_s: float = 1.5  # timed seconds per implementation (3..60 calls)
 
 
 def impl_name(backend, i):
@@ -162,7 +162,7 @@ def run_config(cfg: cases.Config, opts: Options = Options()):
     if fns:
         # a second (warm) call of each sets the number of repetitions
         probe = max(timing.timed_call(fn)[0] for fn in fns.values())
-        reps = timing.reps_for(probe, opts.budget_s)
+        reps = timing.reps_for(probe, opts.budget_s, hi=60)
         row["reps"] = reps
         row["time"] = timing.interleaved_medians(fns, reps, warmup=0)
         row["mem"] = {name: timing.peak_extra_bytes(fn) for name, fn in fns.items()}

@@ -1,8 +1,16 @@
 """Timing and memory measurement for the benchmark (Linux /proc based).
 
-`interleaved_medians`: the implementations take turns call by call, so a
-load change on a shared machine hits all of them alike; medians per
-implementation. `peak_extra_bytes`: growth of the process's peak RSS
+`interleaved_medians`: the implementations take turns in short blocks of
+back-to-back calls, so a load change on a shared machine hits all of them
+alike; medians per implementation. Not call by call: an OpenMP runtime
+keeps its workers spinning after a parallel region (torch's libgomp by
+default; ours only with KMP_BLOCKTIME > 0), and those spinners shared the
+cores with the next implementation's call. Measured with call-by-call
+turns: ours causal f32 S=1024 D=64 took 8.6 ms beside torch's spinning
+workers and 4.5 ms alone or with OMP_WAIT_POLICY=PASSIVE, while
+torch.compile's time moved by 3%. So before each block the process idles
+`settle_s` (every runtime's workers go to sleep) and one untimed call
+starts the block: each implementation is timed in its own steady state. `peak_extra_bytes`: growth of the process's peak RSS
 (VmHWM, reset through /proc/self/clear_refs) over its RSS before one call,
 after malloc returned its free memory to the OS.
 """
@@ -27,15 +35,19 @@ def reps_for(seconds_per_call, budget=1.5, lo=3, hi=15):
     return max(lo, min(hi, int(budget / seconds_per_call)))
 
 
-def interleaved_medians(fns, reps, warmup=1):
-    """{name: median seconds} of `fns` ({name: () -> any}), `reps` rounds."""
+def interleaved_medians(fns, reps, warmup=1, rounds=3, settle_s=0.02):
+    """{name: median seconds} of `fns` ({name: () -> any}), about `reps`
+    timed calls each in `rounds` blocks (see the module docstring)."""
     for fn in fns.values():
         for _ in range(warmup):
             fn()
+    per_block = max(1, -(-reps // rounds))
     times = {name: [] for name in fns}
-    for _ in range(reps):
+    for _ in range(rounds):
         for name, fn in fns.items():
-            times[name].append(timed_call(fn)[0])
+            time.sleep(settle_s)
+            fn()
+            times[name] += [timed_call(fn)[0] for _ in range(per_block)]
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 

@@ -110,6 +110,8 @@ class JitFunction:
         self._out_desc = [memref_abi.descriptor_class(t.rank) for t in self.result_types]
         dyn = ir.ShapedType.get_dynamic_size()
         self._static = [[(j, d) for j, d in enumerate(t.shape) if d != dyn] for t in self.arg_types]
+        self._static_shape = [tuple(t.shape) if len(st) == t.rank else None
+                              for t, st in zip(self.arg_types, self._static)]
         self._shape_text = ["x".join("?" if d == dyn else str(d) for d in t.shape) for t in self.arg_types]
         self._out_shapes = shapes.out_shapes
         checks = shapes.checks
@@ -152,15 +154,21 @@ class JitFunction:
             if a.dtype != self._in_dtypes[i]:
                 raise FlexCompileError("call", f"{self.arg_labels[i]}: expected dtype {self._in_dtypes[i]}, "
                                                f"got {a.dtype}")
-            if a.device.type != "cpu":
+            if not a.is_cpu:
                 raise FlexCompileError("call", f"{self.arg_labels[i]}: expected a CPU tensor, got device "
                                                f"{a.device}")
-            shape = a.shape
-            if len(shape) != self.arg_types[i].rank or any(shape[j] != d for j, d in self._static[i]):
+            if not self._shape_ok(i, a.shape):
                 raise FlexCompileError("call", f"{self.arg_labels[i]}: expected shape "
-                                               f"[{self._shape_text[i]}], got {list(shape)}")
-            tensors.append(a.detach().contiguous())
+                                               f"[{self._shape_text[i]}], got {list(a.shape)}")
+            # Only the data pointer is passed on: no autograd graph is built.
+            tensors.append(a if a.is_contiguous() else a.detach().contiguous())
         return tensors
+
+    def _shape_ok(self, i, shape):
+        full = self._static_shape[i]
+        if full is not None:  # every dimension static: one comparison
+            return shape == full
+        return len(shape) == self.arg_types[i].rank and all(shape[j] == d for j, d in self._static[i])
 
     def __call__(self, *args):
         import torch

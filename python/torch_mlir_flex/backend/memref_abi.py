@@ -2,8 +2,8 @@
 
 A ranked memref is passed as a pointer to the struct
 ``{void *allocated, *aligned; int64 offset, sizes[rank], strides[rank]}``.
-The ctypes struct classes are built once per rank and cached (ranks are
-small), never per call: ctypes keeps every class it ever creates.
+The ctypes types are built once per rank and cached (ranks are small),
+never per call: ctypes keeps every class it ever creates.
 """
 
 import ctypes
@@ -27,31 +27,26 @@ def torch_dtype(mlir_element: str):
 
 
 def descriptor_class(rank: int):
-    """The ctypes struct of a rank-`rank` memref descriptor (cached)."""
+    """The ctypes type of a rank-`rank` memref descriptor (cached): int64 x
+    (3 + 2 rank), the struct's layout on 64-bit targets (its pointers are
+    64-bit), which ctypes fills faster than a Structure with array fields."""
     cls = _DESCRIPTORS.get(rank)
     if cls is None:
-        fields = [("allocated", ctypes.c_void_p), ("aligned", ctypes.c_void_p),
-                  ("offset", ctypes.c_int64)]
-        if rank:
-            fields += [("sizes", ctypes.c_int64 * rank), ("strides", ctypes.c_int64 * rank)]
-        cls = type(f"MemRef{rank}D", (ctypes.Structure,), {"_fields_": fields})
-        _DESCRIPTORS[rank] = cls
+        cls = _DESCRIPTORS[rank] = ctypes.c_int64 * (3 + 2 * rank)
     return cls
 
 
 def describe(t, cls):
     """A descriptor of the contiguous CPU tensor `t` (kept alive by the caller)."""
     p = t.data_ptr()
-    if t.dim():
-        return cls(p, p, 0, tuple(t.shape), tuple(t.stride()))
-    return cls(p, p, 0)
+    return cls(p, p, 0, *t.shape, *t.stride())
 
 
 def status_buffer():
     """A zeroed int64[4] and its rank-1 descriptor (the runtime status)."""
     buf = _STATUS()
     p = ctypes.addressof(buf)
-    return buf, descriptor_class(1)(p, p, 0, (4,), (1,))
+    return buf, descriptor_class(1)(p, p, 0, 4, 1)
 
 
 class PackedCall:
@@ -62,12 +57,18 @@ class PackedCall:
 
     def __init__(self, address: int, num_args: int):
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
-        self._slots = ctypes.c_void_p * num_args
-        self._size = ctypes.sizeof(ctypes.c_void_p)
+        # One buffer per call: [descriptor addresses..., slot addresses...]
+        # (per call, so that calls from several threads do not share it).
+        self._buffer = ctypes.c_void_p * (2 * num_args)
+        size = ctypes.sizeof(ctypes.c_void_p)
+        self._slot_offsets = [size * i for i in range(num_args)]
+        self._args_offset = size * num_args
         self.num_args = num_args
 
     def __call__(self, descriptors):
-        slots = self._slots(*[ctypes.addressof(d) for d in descriptors])
-        base = ctypes.addressof(slots)
-        args = self._slots(*range(base, base + self._size * self.num_args, self._size))
-        self._fn(args)
+        n = self.num_args
+        buf = self._buffer()
+        base = ctypes.addressof(buf)
+        buf[:n] = [ctypes.addressof(d) for d in descriptors]
+        buf[n:] = [base + off for off in self._slot_offsets]
+        self._fn(base + self._args_offset)

@@ -95,6 +95,8 @@ PIPELINES = {
 # dot products (x86vector, lowered by convert-vector-to-llvm's
 # enable-x86vector); None: when the host has them (cpu_features.py,
 # TORCH_MLIR_FLEX_BF16_DOT=0 turns it off).
+# `serial_below_us` (with `openmp`): see SERIAL_BELOW_US; 0 keeps every op
+# on the threads.
 # `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
 # this split their key blocks into chunks run in parallel and merged
 # (flash-decoding; about 4x the threads is the intended setting). Default
@@ -102,9 +104,19 @@ PIPELINES = {
 # on the shared 2-core machine, decode is memory-bound and the second core
 # busy, so the split cost 10-50% with one (b, h) row tile and gained
 # nothing (docs in benchmarks/decode.py).
+# With OpenMP, ops whose estimated one-thread time is below this (static
+# shapes; FlashTiling.cpp's estimateOneThreadMicros) run on one thread:
+# starting and joining a parallel region whose workers sleep
+# (KMP_BLOCKTIME=0) took about 100 us here, e.g. decode S=1024 D=64 H=8
+# ran in 65 us on one thread and 127 us on two; causal S=128 D=64 H=8 in
+# 181 us and 245 us; at S=256 two threads won (481 vs 553 us).
+SERIAL_BELOW_US = 250
+
+
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
-                   num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1) -> str:
+                   num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1,
+                   serial_below_us: int = SERIAL_BELOW_US) -> str:
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
     elif bf16_dot and not host_has_avx512_bf16():
@@ -118,8 +130,9 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}"
+             f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
              f"{' bf16-dot=1' if bf16_dot else ''}}})")
-    forall = ("func.func(scf-forall-to-parallel),"
+    forall = ("func.func(flex-serialize-foralls,scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"
               "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"
               if openmp else "func.func(scf-forall-to-for)")

@@ -2,6 +2,7 @@
 // RUN: flex-opt %s -split-input-file -flex-to-flash="tile-m=16 tile-n=32 block-sparsity=false vectorize=false" -canonicalize -cse | FileCheck %s --check-prefix=NOSKIP
 // RUN: flex-opt %s -split-input-file -flex-to-flash -canonicalize -cse | FileCheck %s --check-prefix=VEC
 // RUN: flex-opt %s -split-input-file -flex-to-flash="bf16-dot=true" -canonicalize -cse | FileCheck %s --check-prefix=BF16
+// RUN: flex-opt %s -split-input-file -flex-to-flash="serial-below-us=250" | FileCheck %s --check-prefix=SERIAL
 
 // Causal mask, the whole driver: K^T laid out once, row tiles from the
 // TilingInterface (scf.forall over (h, m0), step (1, 64)), a loop over key
@@ -523,4 +524,28 @@ func.func @decode_e256(%q: tensor<1x2x1x256xf32>, %k: tensor<1x2x512x256xf32>, %
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x1x256xf32>, tensor<1x2x512x256xf32>, tensor<1x2x512x256xf32>)
       outs(%o : tensor<1x2x1x256xf32>) scale(0.0625) -> tensor<1x2x1x256xf32>
   return %r : tensor<1x2x1x256xf32>
+}
+
+// -----
+// serial-below-us: an op estimated below 250 us on one thread (here about
+// 10 us) marks every forall it became flex.serial (the row tiles and the
+// Kᵀ layout); a large one (about 15 ms) keeps them parallel.
+// SERIAL-LABEL: func.func @serial_small_large
+// SERIAL: scf.forall (%{{.*}}, %{{.*}}) in (1, 4)
+// SERIAL: } {flex.serial}
+// SERIAL: scf.forall {{.*}} to (1, 4, 16)
+// SERIAL: } {{{.*}}flex.serial
+// SERIAL: scf.forall (%{{.*}}, %{{.*}}) in (1, 8)
+// SERIAL-NOT: flex.serial
+// SERIAL: return
+func.func @serial_small_large(%q: tensor<1x4x16x64xf32>, %k: tensor<1x4x300x64xf32>, %v: tensor<1x4x300x64xf32>,
+                              %qb: tensor<1x8x1024x64xf32>, %kb: tensor<1x8x1024x64xf32>, %vb: tensor<1x8x1024x64xf32>)
+    -> (tensor<1x4x16x64xf32>, tensor<1x8x1024x64xf32>) {
+  %o = tensor.empty() : tensor<1x4x16x64xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x4x16x64xf32>, tensor<1x4x300x64xf32>, tensor<1x4x300x64xf32>)
+      outs(%o : tensor<1x4x16x64xf32>) scale(0.125) -> tensor<1x4x16x64xf32>
+  %ob = tensor.empty() : tensor<1x8x1024x64xf32>
+  %rb = flex.attention ins(%qb, %kb, %vb : tensor<1x8x1024x64xf32>, tensor<1x8x1024x64xf32>, tensor<1x8x1024x64xf32>)
+      outs(%ob : tensor<1x8x1024x64xf32>) scale(0.125) -> tensor<1x8x1024x64xf32>
+  return %r, %rb : tensor<1x4x16x64xf32>, tensor<1x8x1024x64xf32>
 }

@@ -65,9 +65,9 @@ namespace {
 struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
   using FlexToFlashBase::FlexToFlashBase;
   void runOnOperation() override {
-    if (tileM < 0 || tileN < 0 || splitKeysTasks < 0) {
-      getOperation().emitError(
-          "flex-to-flash: tile sizes and split-keys-tasks must be >= 0");
+    if (tileM < 0 || tileN < 0 || splitKeysTasks < 0 || serialBelowUs < 0) {
+      getOperation().emitError("flex-to-flash: tile sizes, split-keys-tasks "
+                               "and serial-below-us must be >= 0");
       return signalPassFailure();
     }
     FlashConfig requested;
@@ -90,9 +90,20 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
                                            << "; left for flex-to-loops";
         continue;
       }
+      std::optional<double> micros = estimateOneThreadMicros(op);
+      bool serial = serialBelowUs > 0 && micros && *micros < serialBelowUs;
+      DenseSet<Operation *> before;
+      if (serial)
+        getOperation().walk([&](scf::ForallOp f) { before.insert(f); });
       scf::ForallOp forall;
       if (failed(lowerToFlash(rewriter, op, requested, forall)))
         return signalPassFailure();
+      // Every loop the op became (row tiles, K/V layout) runs on one thread.
+      if (serial)
+        getOperation().walk([&](scf::ForallOp f) {
+          if (!before.contains(f))
+            f->setAttr("flex.serial", rewriter.getUnitAttr());
+        });
       if (fastExp)
         forall.walk([&](math::TanhOp t) { tanhOps.push_back(t); });
     }

@@ -2,16 +2,20 @@
 //
 // flex-copies-to-linalg: memref.copy -> linalg.copy.
 // flex-inline-alloca-scopes: inline alloca-free memref.alloca_scope ops.
+// flex-serialize-foralls: bufferized scf.forall marked flex.serial -> scf.for.
+// flex-omp-dynamic-schedule: schedule(dynamic) for omp.wsloop.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::flex {
 #define GEN_PASS_DEF_FLEXCOPIESTOLINALG
 #define GEN_PASS_DEF_FLEXINLINEALLOCASCOPES
+#define GEN_PASS_DEF_FLEXSERIALIZEFORALLS
 #define GEN_PASS_DEF_FLEXOMPDYNAMICSCHEDULE
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h.inc"
 } // namespace mlir::flex
@@ -63,6 +67,21 @@ struct FlexInlineAllocaScopesPass
       rewriter.replaceOp(scope, results);
       rewriter.eraseOp(ret);
     }
+  }
+};
+
+struct FlexSerializeForallsPass
+    : public flex::impl::FlexSerializeForallsBase<FlexSerializeForallsPass> {
+  void runOnOperation() override {
+    SmallVector<scf::ForallOp> marked;
+    getOperation().walk([&](scf::ForallOp f) {
+      if (f->hasAttr("flex.serial") && f.getOutputs().empty())
+        marked.push_back(f);
+    });
+    IRRewriter rewriter(&getContext());
+    for (scf::ForallOp f : marked)
+      if (failed(scf::forallToForLoop(rewriter, f)))
+        return signalPassFailure();
   }
 };
 

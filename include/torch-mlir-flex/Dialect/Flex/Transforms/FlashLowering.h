@@ -54,6 +54,10 @@ std::optional<std::string> flashUnsupportedReason(AttentionOp op);
 /// decode-sized M gets a longer key block.
 FlashConfig chooseFlashConfig(AttentionOp op, FlashConfig requested);
 
+/// Rough one-thread run time of `op` in microseconds (static shapes only),
+/// to leave small ops on one thread.
+std::optional<double> estimateOneThreadMicros(AttentionOp op);
+
 /// Keys and values laid out for the key blocks: N padded with zeros to a
 /// multiple of the block, K transposed to [Bkv, Hkv, E, Np] unless
 /// `keyRows`.

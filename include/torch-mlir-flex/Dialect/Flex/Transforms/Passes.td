@@ -108,7 +108,13 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
            "Decode (M <= 4, static shapes) with fewer than this many (b, h) "
            "row tiles: split the key blocks into chunks computed in "
            "parallel and merged (flash-decoding); about 4x the threads. "
-           "0: never split">
+           "0: never split">,
+    Option<"serialBelowUs", "serial-below-us", "int64_t", /*default=*/"0",
+           "Mark the scf.forall loops of an op with static shapes whose "
+           "estimated one-thread time is below this many microseconds "
+           "`flex.serial` (flex-serialize-foralls makes them scf.for): "
+           "waking idle OpenMP workers costs more than they would save. "
+           "0: never">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
@@ -236,6 +242,18 @@ def FlexInlineAllocaScopes : Pass<"flex-inline-alloca-scopes", "func::FuncOp"> {
     memref.alloca_scope, whose region must stay a single block; a body with
     nested scf loops then breaks convert-scf-to-cf. Scopes with no
     memref.alloca (the tiled pipeline allocates on the heap) are inlined.
+  }];
+}
+
+def FlexSerializeForalls : Pass<"flex-serialize-foralls", "func::FuncOp"> {
+  let summary = "Turn bufferized scf.forall ops marked flex.serial into scf.for";
+  let description = [{
+    flex-to-flash marks the loops of ops too small to gain from threads
+    (its `serial-below-us`): on this kind of machine an OpenMP parallel
+    region whose workers sleep (KMP_BLOCKTIME=0) costs about 100 us to
+    start and join, more than a decode step over 1024 keys takes on one
+    core. Runs after bufferization, before scf-forall-to-parallel; foralls
+    that still have shared outputs are left alone.
   }];
 }
 

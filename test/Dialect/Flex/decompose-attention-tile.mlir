@@ -6,25 +6,28 @@
 // row tile becomes the online-softmax state, a loop over key blocks of
 // flex.online_attention and the normalization.
 
-// M = N = 40: the last row tile has 8 rows (affine.min), padded to 16; K and
-// V are padded to 48 keys (3 blocks of 16) and K is transposed; the causal
-// mask is classified per block by interval arithmetic: empty blocks keep
-// the state, full blocks run flex.online_attention without the mask.
+// M = N = 40: the last row tile has 8 rows (affine.min), padded to 16; K is
+// padded to 48 keys (3 blocks of 16) and transposed; V is read in place for
+// the two whole blocks, and its last 8 rows padded to one block for the
+// third, which runs after the loop; the causal mask is classified per block
+// by interval arithmetic: empty blocks keep the state, full blocks run
+// flex.online_attention without the mask.
 // CHECK-LABEL: func.func @causal_rows
 // CHECK: scf.forall (%[[H:.*]], %[[MT:.*]]) in (2, 3)
 // CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
 // CHECK: %[[ROWS:.*]] = affine.min #{{.*}}(%[[MT]])
 // CHECK: %[[QT:.*]] = tensor.pad %{{.*}} low[0, 0] high[%{{.*}}, 0]
 // CHECK: } : tensor<?x16xf32> to tensor<16x16xf32>
+// CHECK: %[[VREST:.*]] = tensor.extract_slice %[[V:.*]][0, 0, 32, 0] [1, 2, 8, 16] [1, 1, 1, 1] : tensor<1x2x40x16xf32> to tensor<1x2x8x16xf32>
+// CHECK: %[[VTAIL:.*]] = tensor.pad %[[VREST]] low[0, 0, 0, 0] high[0, 0, 8, 0]
 // CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 8, 0]
-// CHECK: %[[KV:.*]] = tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 8, 0]
 // K^T in 16 x 16 vector blocks (f32, E and Nt multiples of 16):
 // CHECK: scf.for %{{.*}} = %c0 to %c48 step %c16 iter_args(%{{.*}}) -> (tensor<16x48xf32>)
 // CHECK-COUNT-16: vector.transfer_read {{.*}} : tensor<48x16xf32>, vector<16xf32>
 // CHECK: vector.to_elements
 // CHECK: vector.from_elements
 // CHECK: vector.transfer_write {{.*}}[%c0, %{{.*}}] {{.*}} : vector<16xf32>, tensor<16x48xf32>
-// CHECK: scf.for %[[J:.*]] = %c0 to %c3 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
+// CHECK: %[[LOOP:.*]]:3 = scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
 // CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
 // CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %{{.*}} : index
 // CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %{{.*}}, %[[N0]] : index
@@ -32,7 +35,7 @@
 // CHECK-NEXT: scf.yield %[[MX]], %[[L]], %[[ACC]]
 // CHECK: scf.if %[[FULL]]
 // CHECK: %[[KB:.*]] = tensor.extract_slice %{{.*}}[0, %[[H]], 0, %[[N0]]] [1, 1, 16, 16] {{.*}} to tensor<16x16xf32>
-// CHECK: %[[VB:.*]] = tensor.extract_slice %[[KV]][0, %[[H]], %[[N0]], 0] [1, 1, 16, 16] {{.*}} to tensor<16x16xf32>
+// CHECK: %[[VB:.*]] = tensor.extract_slice %[[V]][0, %[[H]], %[[N0]], 0] [1, 1, 16, 16] {{.*}} : tensor<1x2x40x16xf32> to tensor<16x16xf32>
 // CHECK: flex.online_attention ins(%[[QT]], %[[KB]], %[[VB]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
 // CHECK-SAME: at(%c0, %[[H]], %[[M0]], %[[N0]]) bounds(%[[ROWS]], %c40)
 // CHECK-SAME: outs(%[[MX]], %[[L]], %[[ACC]] : tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
@@ -41,6 +44,12 @@
 // CHECK: flex.online_attention
 // CHECK-SAME: {transposed_key} mask_mod {
 // CHECK: arith.cmpi sge
+// The tail block (keys 32..39) on the loop's state, V from the padded tail:
+// CHECK: scf.if
+// CHECK-NEXT: scf.yield %[[LOOP]]#0, %[[LOOP]]#1, %[[LOOP]]#2
+// CHECK: %[[VT:.*]] = tensor.extract_slice %[[VTAIL]][0, %[[H]], 0, 0] [1, 1, 16, 16]
+// CHECK: flex.online_attention ins(%[[QT]], %{{.*}}, %[[VT]] : {{.*}}) at(%c0, %[[H]], %[[M0]], %c32) bounds(%[[ROWS]], %c40)
+// CHECK-SAME: outs(%[[LOOP]]#0, %[[LOOP]]#1, %[[LOOP]]#2 :
 // Normalization; only the valid rows reach the output and the lse.
 // CHECK: arith.divf
 // CHECK: math.log

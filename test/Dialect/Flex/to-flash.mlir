@@ -144,13 +144,19 @@ func.func @gqa_capture(%q: tensor<2x8x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v:
 
 // -----
 
-// Decode: M = 1 (Mt = 1), N = 300 padded to 384 (Nt = 128); padded key
-// columns are masked to -inf and the region sees kv_idx clamped to N - 1.
+// Decode: M = 1 (Mt = 1), N = 300 in blocks of Nt = 128: two whole blocks
+// in a loop, then the last 44 keys padded to a block; padded key columns
+// are masked to -inf and the region sees kv_idx clamped to N - 1. Without
+// vectorize K is transposed (a copy padded to 384 keys) and V is read in
+// place; with it (VEC) K rows are read in place too: only the tails are
+// copied, never all of K or V.
 // CHECK-LABEL: func.func @decode
+// CHECK: tensor.extract_slice %{{.*}}[0, 0, 256, 0] [1, 4, 44, 64]
+// CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 84, 0]
 // CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 84, 0]
 // CHECK: scf.forall {{.*}} in (4)
 // CHECK: scf.forall {{.*}} in (4)
-// CHECK: scf.for %{{.*}} = %c0 to %c3 step %c1
+// CHECK: scf.for %{{.*}} = %c0 to %c2 step %c1
 // CHECK: linalg.generic
 // CHECK: %[[IN:.*]] = linalg.index 1 : index
 // CHECK: %[[N:.*]] = arith.addi %{{.*}}, %[[IN]] : index
@@ -159,6 +165,18 @@ func.func @gqa_capture(%q: tensor<2x8x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v:
 // CHECK: %[[VALID:.*]] = arith.cmpi slt, %[[N]], %c300 : index
 // CHECK: arith.select %[[VALID]]
 // CHECK-NOT: tensor<1x4x1x300xf32>
+// VEC-LABEL: func.func @decode
+// VEC-NOT: tensor<1x4x384x64xf32>
+// VEC: %[[KT:.*]] = tensor.pad %{{.*}} high[0, 0, 84, 0]
+// VEC: %[[VT:.*]] = tensor.pad %{{.*}} high[0, 0, 84, 0]
+// VEC: scf.forall (%[[H:.*]]) in (4)
+// VEC: scf.for %{{.*}} = %c0 to %c2 step %c1
+// VEC: tensor.extract_slice %arg1[0, %[[H]], %{{.*}}, 0] [1, 1, 128, 64] {{.*}} : tensor<1x4x300x64xf32> to tensor<128x64xf32>
+// VEC: tensor.extract_slice %arg2[0, %[[H]], %{{.*}}, 0] [1, 1, 128, 64] {{.*}} : tensor<1x4x300x64xf32> to tensor<128x64xf32>
+// VEC: tensor.extract_slice %[[KT]][0, %[[H]], 0, 0] [1, 1, 128, 64] {{.*}} : tensor<1x4x128x64xf32> to tensor<128x64xf32>
+// VEC: tensor.extract_slice %[[VT]][0, %[[H]], 0, 0] [1, 1, 128, 64] {{.*}} : tensor<1x4x128x64xf32> to tensor<128x64xf32>
+// VEC-NOT: tensor<1x4x384x64xf32>
+// VEC: return
 func.func @decode(%q: tensor<1x4x1x64xf32>, %k: tensor<1x4x300x64xf32>, %v: tensor<1x4x300x64xf32>) -> tensor<1x4x1x64xf32> {
   %o = tensor.empty() : tensor<1x4x1x64xf32>
   %r = flex.attention ins(%q, %k, %v : tensor<1x4x1x64xf32>, tensor<1x4x300x64xf32>, tensor<1x4x300x64xf32>)

@@ -64,26 +64,33 @@ static Value slice2d(OpBuilder &b, Location loc, Value src,
 }
 
 /// flex.online_attention of key block `n0` on the state; without the mask
-/// when `withMask` is false (a block classified full).
+/// when `withMask` is false (a block classified full). The last, partial
+/// block (`tail`) reads the layout's padded tail copies where it has them.
 static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
                                      const RowTile &t, Value n0,
-                                     ValueRange state, bool withMask) {
+                                     ValueRange state, bool withMask,
+                                     bool tail) {
   const KeyValueLayout &lay = *t.layout;
   OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
   OpFoldResult eA = b.getIndexAttr(t.e), ntA = b.getIndexAttr(t.tileN);
+  bool tailK = tail && lay.tailKeys, tailV = tail && lay.tailValues;
+  OpFoldResult kRow = tailK ? z : OpFoldResult(n0);
+  OpFoldResult vRow = tailV ? z : OpFoldResult(n0);
+  Value keys = tailK ? lay.tailKeys : lay.keys;
+  Value values = tailV ? lay.tailValues : lay.values;
   Value k;
   if (lay.pairedKey)
-    k = sliceKeyPairs(b, loc, lay.keys, t.kb, t.kh, n0, t.e, t.tileN);
+    k = sliceKeyPairs(b, loc, keys, t.kb, t.kh, n0, t.e, t.tileN);
   else if (lay.transposedKey)
-    k = slice2d(b, loc, lay.keys, {t.kb, t.kh, z, n0}, t.e, t.tileN,
+    k = slice2d(b, loc, keys, {t.kb, t.kh, z, n0}, t.e, t.tileN,
                 {one, one, eA, ntA});
   else
-    k = slice2d(b, loc, lay.keys, {t.kb, t.kh, n0, z}, t.tileN, t.e,
+    k = slice2d(b, loc, keys, {t.kb, t.kh, kRow, z}, t.tileN, t.e,
                 {one, one, ntA, eA});
   Value v =
       lay.pairedValue
-          ? sliceValuePairs(b, loc, lay.values, t.kb, t.kh, n0, t.tileN, t.ev)
-          : slice2d(b, loc, lay.values, {t.kb, t.kh, n0, z}, t.tileN, t.ev,
+          ? sliceValuePairs(b, loc, values, t.kb, t.kh, n0, t.tileN, t.ev)
+          : slice2d(b, loc, values, {t.kb, t.kh, vRow, z}, t.tileN, t.ev,
                     {one, one, ntA, b.getIndexAttr(t.ev)});
   auto online = OnlineAttentionOp::create(
       b, loc, state.getTypes(), t.q, k, v, t.op.getCaptures(), t.b, t.h, t.m0,
@@ -160,47 +167,73 @@ static void hoistRowInvariants(scf::ForOp loop, Operation *last) {
   }
 }
 
-/// The loop over key blocks [first, last), carrying (mx, l, acc).
-static scf::ForOp buildKeyLoop(OpBuilder &b, Location loc, const RowTile &t,
-                               StringRef kind, ValueRange init, Value first,
-                               Value last) {
+/// One key block `j` on the state: classification, then the block (with or
+/// without mask) when live; the next state.
+static SmallVector<Value> buildKeyStep(OpBuilder &b, Location loc,
+                                       const RowTile &t, StringRef kind,
+                                       Value j, ValueRange st, bool tail,
+                                       Operation **classification) {
   const KeyValueLayout &lay = *t.layout;
   Value c1 = cIdx(b, loc, 1);
   Value mHi = arith::AddIOp::create(
       b, loc, t.m0, arith::SubIOp::create(b, loc, t.rows, c1));
   Value lastKey = arith::SubIOp::create(b, loc, lay.kvLen, c1);
+  Value n0 = arith::MulIOp::create(b, loc, j, cIdx(b, loc, t.tileN));
+  Value nHi = arith::MinSIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, n0, cIdx(b, loc, t.tileN - 1)),
+      lastKey);
+  BlockBox box{t.b,   t.h,    t.m0,      mHi,     n0,
+               nHi,   t.rows, lay.kvLen, t.tileM, t.tileN};
+  BlockClass cls = classifyBlock(b, loc, t.op, kind, box);
+  if (kind == "interval" && classification)
+    *classification = &b.getBlock()->back();
+  if (t.op.hasBlockTensors())
+    cls = withBlockTensors(b, loc, t, n0, cls);
   bool hasMask = t.op.hasMaskMod();
+  auto compute = [&]() -> SmallVector<Value> {
+    if (!cls.full)
+      return buildBlock(b, loc, t, n0, st, hasMask, tail);
+    return ifElse(
+        b, loc, cls.full, st.getTypes(),
+        [&] { return buildBlock(b, loc, t, n0, st, false, tail); },
+        [&] { return buildBlock(b, loc, t, n0, st, true, tail); });
+  };
+  if (!cls.live)
+    return compute();
+  return ifElse(b, loc, cls.live, st.getTypes(), compute,
+                [&] { return SmallVector<Value>(st); });
+}
+
+/// The key blocks [first, last), carrying (mx, l, acc): a loop over the
+/// blocks read in place, then the layout's padded tail block (when `last`
+/// is all blocks and the layout has one); the final state.
+static SmallVector<Value> buildKeyLoop(OpBuilder &b, Location loc,
+                                       const RowTile &t, StringRef kind,
+                                       ValueRange init, Value first,
+                                       Value last) {
+  const KeyValueLayout &lay = *t.layout;
+  bool peeled = last == lay.numBlocks && lay.fullBlocks != lay.numBlocks;
   Operation *classification = nullptr;
   auto loop = scf::ForOp::create(
-      b, loc, first, last, c1, init,
+      b, loc, first, peeled ? lay.fullBlocks : last, cIdx(b, loc, 1), init,
       [&](OpBuilder &nb, Location l, Value j, ValueRange st) {
-        Value n0 = arith::MulIOp::create(nb, l, j, cIdx(nb, l, t.tileN));
-        Value nHi = arith::MinSIOp::create(
-            nb, l, arith::AddIOp::create(nb, l, n0, cIdx(nb, l, t.tileN - 1)),
-            lastKey);
-        BlockBox box{t.b,   t.h,       t.m0,    mHi,    n0,
-                     nHi,   t.rows,    lay.kvLen, t.tileM, t.tileN};
-        BlockClass cls = classifyBlock(nb, l, t.op, kind, box);
-        if (kind == "interval")
-          classification = &nb.getBlock()->back();
-        if (t.op.hasBlockTensors())
-          cls = withBlockTensors(nb, l, t, n0, cls);
-        auto compute = [&]() -> SmallVector<Value> {
-          if (!cls.full)
-            return buildBlock(nb, l, t, n0, st, hasMask);
-          return ifElse(
-              nb, l, cls.full, st.getTypes(),
-              [&] { return buildBlock(nb, l, t, n0, st, false); },
-              [&] { return buildBlock(nb, l, t, n0, st, true); });
-        };
-        SmallVector<Value> next =
-            cls.live ? ifElse(nb, l, cls.live, st.getTypes(), compute,
-                              [&] { return SmallVector<Value>(st); })
-                     : compute();
-        scf::YieldOp::create(nb, l, next);
+        scf::YieldOp::create(nb, l, buildKeyStep(nb, l, t, kind, j, st,
+                                                 false, &classification));
       });
   hoistRowInvariants(loop, classification);
-  return loop;
+  SmallVector<Value> state(loop.getResults());
+  if (!peeled)
+    return state;
+  auto step = [&]() {
+    return buildKeyStep(b, loc, t, kind, lay.fullBlocks, state, true,
+                        nullptr);
+  };
+  if (getConstantIntValue(lay.numBlocks) && getConstantIntValue(lay.fullBlocks))
+    return step();
+  Value hasTail = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                        lay.fullBlocks, lay.numBlocks);
+  return ifElse(b, loc, hasTail, TypeRange(ValueRange(state)), step,
+                [&] { return state; });
 }
 
 /// Inserts rows [0, rows) of `t` ([Mt] or [Mt, Ev]) into `init` ([1, 1,
@@ -234,7 +267,7 @@ static Value placeRows(OpBuilder &b, Location loc, Value t, Value init,
 static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
                                  const FlashConfig &cfg,
                                  const KeyValueLayout *layout, RowTile &t,
-                                 KeyValueLayout &own) {
+                                 KeyValueLayout &own, bool peelTail) {
   if (std::optional<std::string> why = flashUnsupportedReason(tile))
     return tile.emitOpError("cannot decompose into key blocks: ") << *why;
   auto qTy = cast<RankedTensorType>(tile.getQuery().getType());
@@ -290,7 +323,8 @@ static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
       t.layout = nullptr;
   }
   if (!t.layout) {
-    own = buildKeyValueLayout(b, loc, tile.getKey(), tile.getValue(), cfg);
+    own = buildKeyValueLayout(b, loc, tile.getKey(), tile.getValue(), cfg,
+                              peelTail);
     t.layout = &own;
   }
   t.kh = arith::DivUIOp::create(b, loc, t.h,
@@ -298,11 +332,12 @@ static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
   return success();
 }
 
-/// The key loop over blocks [first, last) (all when null) from the empty
-/// state (mx = -inf, l = 0, acc = 0).
-static scf::ForOp buildStateLoop(OpBuilder &b, Location loc, const RowTile &t,
-                                 const FlashConfig &cfg, Value first,
-                                 Value last) {
+/// The key blocks [first, last) (all when null) from the empty state
+/// (mx = -inf, l = 0, acc = 0); the final state.
+static SmallVector<Value> buildStateLoop(OpBuilder &b, Location loc,
+                                         const RowTile &t,
+                                         const FlashConfig &cfg, Value first,
+                                         Value last) {
   float negInf = -std::numeric_limits<float>::infinity();
   SmallVector<Value> init = {filled(b, loc, {t.tileM}, negInf),
                              filled(b, loc, {t.tileM}, 0.0),
@@ -317,11 +352,14 @@ FailureOr<SmallVector<Value>> mlir::flex::buildRowTileState(
     const KeyValueLayout *layout, Value firstBlock, Value lastBlock) {
   RowTile t;
   KeyValueLayout own;
-  if (failed(initRowTile(b, tile, cfg, layout, t, own)))
+  // A block range (key chunks) needs a layout without a peeled tail.
+  bool range = firstBlock || lastBlock;
+  if (failed(initRowTile(b, tile, cfg, layout, t, own, !range)))
     return failure();
-  scf::ForOp loop =
-      buildStateLoop(b, tile.getLoc(), t, cfg, firstBlock, lastBlock);
-  return SmallVector<Value>(loop.getResults());
+  if (range && t.layout->fullBlocks != t.layout->numBlocks)
+    return tile.emitOpError("key block ranges need a layout padded to whole "
+                            "blocks (no peeled tail)");
+  return buildStateLoop(b, tile.getLoc(), t, cfg, firstBlock, lastBlock);
 }
 
 LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
@@ -334,9 +372,9 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
   OpBuilder &b = rewriter;
   RowTile t;
   KeyValueLayout own;
-  if (failed(initRowTile(b, tile, cfg, layout, t, own)))
+  if (failed(initRowTile(b, tile, cfg, layout, t, own, true)))
     return failure();
-  scf::ForOp loop = buildStateLoop(b, loc, t, cfg, Value(), Value());
+  SmallVector<Value> state = buildStateLoop(b, loc, t, cfg, Value(), Value());
 
   // Normalization, written straight into the output tile when unpadded.
   int64_t mt = t.tileM;
@@ -349,7 +387,7 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
               : slice2d(b, loc, tile.getOutput(), {z, z, z, z}, mt, t.ev,
                         {one, one, b.getIndexAttr(mt), b.getIndexAttr(t.ev)});
   FinalTiles fin = buildFinalization(
-      b, loc, loop.getResult(0), loop.getResult(1), loop.getResult(2), outDest,
+      b, loc, state[0], state[1], state[2], outDest,
       static_cast<bool>(tile.getLogsumexp()),
       static_cast<bool>(tile.getMaxScores()));
   SmallVector<Value> results = {

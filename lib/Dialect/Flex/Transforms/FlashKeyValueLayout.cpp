@@ -1,9 +1,12 @@
 //===- FlashKeyValueLayout.cpp - K/V padded to key blocks, K transposed ---===//
 //
-// Built once per flex.attention, ahead of its row tiles: K and V padded
-// with zeros along N to a multiple of the key block Nt (the padded keys are
-// masked by flex.online_attention's `kv_len`), and K transposed to
-// [Bkv, Hkv, E, Np] so that the Q.K^T micro-kernel reads contiguous keys.
+// Built once per flex.attention, ahead of its row tiles: K transposed to
+// [Bkv, Hkv, E, Np] so that the Q.K^T micro-kernel reads contiguous keys,
+// padded with zeros along N to a multiple of the key block Nt (the padded
+// keys are masked by flex.online_attention's `kv_len`). V, and K rows for
+// decode, are read in place: only their last, partial block is copied
+// (padded), as a padded copy of all of K and V per call cost decode 28x
+// (N = 4000 against 4096).
 // The transpose runs per (batch, kv head) in an scf.forall, in parallel
 // like the attention loop nest. For the bf16 dot kernels K^T and V are
 // packed in pairs instead (FlashBf16Kernel.cpp).
@@ -131,9 +134,27 @@ static Value transposeKeys(OpBuilder &b, Location loc, Value k,
   return forall.getResult(0);
 }
 
+/// Rows [start, n) of `src` [B, H, N, D] padded with zeros to [B, H, Nt, D].
+static Value tailBlock(OpBuilder &b, Location loc, Value src, Value start,
+                       Value n, int64_t nt) {
+  auto t = cast<RankedTensorType>(src.getType());
+  OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
+  Value rows = b.createOrFold<arith::SubIOp>(loc, n, start);
+  SmallVector<OpFoldResult> sizes = {extent(b, loc, src, 0),
+                                     extent(b, loc, src, 1),
+                                     getAsOpFoldResult(rows),
+                                     b.getIndexAttr(t.getDimSize(3))};
+  Value rest = tensor::ExtractSliceOp::create(
+      b, loc, src, ArrayRef<OpFoldResult>{z, z, getAsOpFoldResult(start), z},
+      sizes, SmallVector<OpFoldResult>(4, one));
+  return padKeys(b, loc, rest, rows, arith::ConstantIndexOp::create(b, loc, nt),
+                 nt);
+}
+
 KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
                                                Value key, Value value,
-                                               const FlashConfig &cfg) {
+                                               const FlashConfig &cfg,
+                                               bool peelTail) {
   auto kTy = cast<RankedTensorType>(key.getType());
   int64_t nStatic = kTy.getDimSize(2), nt = cfg.tileN;
   KeyValueLayout layout;
@@ -143,19 +164,34 @@ KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
   layout.kvLen = n;
   Value ntV = arith::ConstantIndexOp::create(b, loc, nt);
   layout.numBlocks = b.createOrFold<arith::CeilDivUIOp>(loc, n, ntV);
+  layout.fullBlocks = layout.numBlocks;
   bool pad = ShapedType::isDynamic(nStatic) || nStatic % nt != 0;
   layout.keys = key;
   layout.values = value;
-  if (pad) {
+  layout.pairedKey = cfg.pairedKey;
+  layout.pairedValue = cfg.pairedValue;
+  // Read in place with a padded last block: V (unless packed in pairs) and
+  // K rows (decode); a transposed or packed K is a copy anyway.
+  bool peelKey = peelTail && cfg.keyRows && !cfg.pairedKey;
+  bool peelValue = peelTail && !cfg.pairedValue;
+  if (pad && (peelKey || peelValue)) {
+    layout.fullBlocks = b.createOrFold<arith::DivUIOp>(loc, n, ntV);
+    Value start = b.createOrFold<arith::MulIOp>(loc, layout.fullBlocks, ntV);
+    if (peelKey)
+      layout.tailKeys = tailBlock(b, loc, key, start, n, nt);
+    if (peelValue)
+      layout.tailValues = tailBlock(b, loc, value, start, n, nt);
+  }
+  if (pad && !(peelKey && peelValue)) {
     Value np = b.createOrFold<arith::MulIOp>(loc, layout.numBlocks, ntV);
     int64_t npStatic = ShapedType::isDynamic(nStatic)
                            ? ShapedType::kDynamic
                            : llvm::divideCeil(nStatic, nt) * nt;
-    layout.keys = padKeys(b, loc, key, n, np, npStatic);
-    layout.values = padKeys(b, loc, value, n, np, npStatic);
+    if (!peelKey)
+      layout.keys = padKeys(b, loc, key, n, np, npStatic);
+    if (!peelValue)
+      layout.values = padKeys(b, loc, value, n, np, npStatic);
   }
-  layout.pairedKey = cfg.pairedKey;
-  layout.pairedValue = cfg.pairedValue;
   if (layout.pairedValue)
     layout.values = packValuePairs(b, loc, layout.values);
   if (layout.pairedKey) {

@@ -35,9 +35,10 @@ static LogicalResult lowerToFlash(RewriterBase &rewriter, AttentionOp op,
   FlashConfig cfg = chooseFlashConfig(op, requested);
   StringRef kind = blockClassificationKind(op, cfg);
   rewriter.setInsertionPoint(op);
-  KeyValueLayout layout = buildKeyValueLayout(rewriter, op.getLoc(),
-                                              op.getKey(), op.getValue(), cfg);
+  // Key chunks take ranges of whole blocks: no peeled tail for them.
   int64_t chunks = chooseKeySplit(op, cfg, cfg.parallelTasks);
+  KeyValueLayout layout = buildKeyValueLayout(
+      rewriter, op.getLoc(), op.getKey(), op.getValue(), cfg, chunks <= 1);
   if (chunks > 1) {
     if (failed(splitKeysAttention(rewriter, op, cfg, layout, chunks, forall)))
       return failure();

@@ -58,22 +58,28 @@ FlashConfig chooseFlashConfig(AttentionOp op, FlashConfig requested);
 /// to leave small ops on one thread.
 std::optional<double> estimateOneThreadMicros(AttentionOp op);
 
-/// Keys and values laid out for the key blocks: N padded with zeros to a
-/// multiple of the block, K transposed to [Bkv, Hkv, E, Np] unless
-/// `keyRows`.
+/// Keys and values laid out for the key blocks: K transposed to
+/// [Bkv, Hkv, E, Np] unless `keyRows`, N padded with zeros to a multiple
+/// of the block. With `peelTail`, K rows and V are read in place instead
+/// of padded copies: blocks [0, fullBlocks) from `keys`/`values`, the last,
+/// partial block (when numBlocks > fullBlocks) from `tailKeys`/`tailValues`
+/// ([Bkv, Hkv, Nt, E|Ev], its rows zero-padded) where those are set.
 struct KeyValueLayout {
   Value sourceKey;   // the K it was built from
-  Value keys;        // [Bkv, Hkv, E, Np] or [Bkv, Hkv, Np, E]
-  Value values;      // [Bkv, Hkv, Np, Ev]
+  Value keys;        // [Bkv, Hkv, E, Np] or [Bkv, Hkv, Np|N, E]
+  Value values;      // [Bkv, Hkv, Np|N, Ev]
+  Value tailKeys, tailValues;
   Value kvLen;       // N (index)
-  Value numBlocks;   // Np / Nt (index)
+  Value numBlocks;   // ceil(N / Nt) (index)
+  Value fullBlocks;  // blocks read from keys/values (index)
   bool transposedKey = true;
   /// Pair-packed for the bf16 dot kernels: keys [Bkv, Hkv, E/2, 2 Np],
   /// values [Bkv, Hkv, Np/2, 2 Ev].
   bool pairedKey = false, pairedValue = false;
 };
 KeyValueLayout buildKeyValueLayout(OpBuilder &b, Location loc, Value key,
-                                   Value value, const FlashConfig &cfg);
+                                   Value value, const FlashConfig &cfg,
+                                   bool peelTail = true);
 
 /// Tiles `op` over (B, Hq, M) with tile sizes (1, 1, tileM) into an
 /// scf.forall through its TilingInterface; returns the tiled op.

@@ -3,7 +3,10 @@
 `engine_for(module, opt_level, shared_libs)` stands in for
 `ExecutionEngine(module, ...)`. The key is a hash of the lowered module
 (LLVM dialect text, which reflects the pipeline and its options), the
-optimization level, the shared libraries and the LLVM version. On a miss the
+optimization level, the shared libraries, the LLVM version and the host
+CPU (model and feature flags: the JIT compiles for the host, so an entry
+made on another CPU, e.g. in a copied cache directory, may hold
+instructions this one lacks). On a miss the
 ExecutionEngine compiles as usual, its object file is dumped
 (`dump_to_object_file`) and linked into a shared library with the system C
 compiler (`cc -shared`); on a hit that library is loaded with ctypes and the
@@ -28,6 +31,7 @@ import subprocess
 import tempfile
 
 from ..log import get_logger
+from .cpu_features import host_cpu_signature
 from ..mlir import execution_engine
 
 DIR_ENV = "TORCH_MLIR_FLEX_CACHE_DIR"
@@ -55,7 +59,9 @@ def cache_dir() -> str:
 
 def cache_key(module_text: str, opt_level: int, shared_libs) -> str:
     h = hashlib.sha256()
-    for part in (FORMAT, str(opt_level), *map(os.path.abspath, shared_libs), module_text):
+    parts = (FORMAT, host_cpu_signature(), str(opt_level), *map(os.path.abspath, shared_libs),
+             module_text)
+    for part in parts:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]

@@ -31,6 +31,25 @@ def host_cpu_flags() -> frozenset:
     return frozenset()
 
 
+@functools.lru_cache(maxsize=None)
+def host_cpu_signature() -> str:
+    """What the JIT's code depends on of the host CPU (it compiles for it):
+    vendor, family, model and feature flags of the first CPU in
+    /proc/cpuinfo (empty when there is none to read)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break  # the first CPU only
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        return ""
+    parts = [fields.get(k, "") for k in ("vendor_id", "cpu family", "model", "model name")]
+    return "|".join(parts + [" ".join(sorted(host_cpu_flags()))])
+
+
 def host_has_avx512_bf16() -> bool:
     return "avx512_bf16" in host_cpu_flags()
 

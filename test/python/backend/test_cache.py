@@ -87,6 +87,20 @@ def test_key_depends_on_lowered_ir_and_opt_level(cache_dir):
     assert len(entries(cache_dir)) == 3
 
 
+def test_key_depends_on_host_cpu(cache_dir, monkeypatch):
+    """An entry compiled on another CPU (a copied cache directory) is not
+    loaded: the host's model and feature flags are part of the key."""
+    from torch_mlir_flex.backend import cpu_features
+
+    assert "|" in cpu_features.host_cpu_signature() or not os.path.exists("/proc/cpuinfo")
+    JitFunction(ADD_EXP, pipeline="reference")
+    monkeypatch.setattr(cache, "host_cpu_signature", lambda: "OtherVendor|1|2|other cpu|sse2")
+    other = JitFunction(ADD_EXP, pipeline="reference")
+    assert isinstance(other.engine, ExecutionEngine)  # a miss, compiled anew
+    assert len(entries(cache_dir)) == 2
+    run_add_exp(other)
+
+
 def test_tiled_openmp_model_from_a_second_process(cache_dir):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     script = MODEL + "print('hits', torch_mlir_flex.backend.cache.stats['hits'])\n"

@@ -93,7 +93,7 @@ def markdown(rows, meta, peaks, target_results):
     lines = ["# torch-mlir-flex benchmark", ""] + [f"- {m}" for m in meta] + [""]
     lines += ["Cases (B=1, H=8, N(0,1) inputs; `benchmarks/cases.py`):", ""]
     lines += [f"- {name}: {text}" for name, text in cases.CASES.items()] + [""]
-    lines += ["## Results", "", "Times are medians of interleaved calls; ratios are "
+    lines += ["## Results", "", "Times are medians of calls in interleaved blocks (benchmarks/timing.py); ratios are "
               "time(ours) / time(peer) (< 1: ours faster); GFLOP/s count the kept (unmasked) "
               "work only; % peak is relative to the measured matmul peak of the dtype.", ""]
     lines += results_table(rows, peaks)

@@ -34,8 +34,9 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     in stages (docs/tiled-lowering.md; each stage is a builder in
     lib/Dialect/Flex/Transforms/Flash*.cpp and has its own lit test):
 
-    1. K/V padded to whole key blocks, Kᵀ transposed once (per batch and
-       kv head, in an scf.forall);
+    1. Kᵀ transposed once (per batch and kv head, in an scf.forall) and
+       padded to whole key blocks; V (and K rows for decode) read in
+       place, with a zero-padded copy of the last partial block only;
     2. (B, Hq, M) tiled with tile sizes (1, 1, Mt) through flex.attention's
        TilingInterface (upstream SCF tiling) into an `scf.forall`;
     3. each row tile rewritten (flex-decompose-attention-tile) into the
@@ -47,8 +48,8 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
        score_mod / mask_mod tile op on global indices, the softmax update
        (row max, correction, exp, row sum) and acc = acc·corr + P·V.
 
-    Only tiles are allocated (plus padded copies of K/V when N is not a
-    multiple of the block, padded Q rows of a partial row tile, and Kᵀ).
+    Only tiles are allocated (plus the padded last key block when N is not
+    a multiple of the block, padded Q rows of a partial row tile, and Kᵀ).
 
     Block sparsity: when the mask_mod region is built from integer index
     arithmetic (add, sub, mul, min, max, abs, division and remainder by a

@@ -87,8 +87,10 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
   cfg.vectorize = requested.vectorize && cfg.tileN <= kMaxFmaChunk;
   // Few query rows (decode): transposing K would cost as much as the
   // attention; dot products with rows of K instead.
-  cfg.keyRows = cfg.vectorize && cfg.tileM <= 2 && cfg.tileM * e <= 256 &&
-                cfg.headsPerTile * cfg.tileM * e <= kMaxKeyRowFloats;
+  int64_t rows = cfg.headsPerTile * cfg.tileM;
+  cfg.keyRows = cfg.vectorize && (cfg.headsPerTile > 1
+                                      ? rows * e <= kMaxKeyRowFloats
+                                      : cfg.tileM <= 2 && cfg.tileM * e <= 256);
   // AVX512-BF16 kernels for bf16 inputs where the shapes pair up; few query
   // rows keep the f32 kernels (packing would cost as much as the work).
   int64_t ev = op.getValueType().getDimSize(3);

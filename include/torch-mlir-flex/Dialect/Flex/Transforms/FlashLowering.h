@@ -32,7 +32,7 @@ namespace mlir::flex {
 constexpr int64_t kMaxGroupedRows = 16;
 /// Most query floats (rows x E) of a row tile on the row-dot kernel (K as
 /// rows, FlashContractions.cpp).
-constexpr int64_t kMaxKeyRowFloats = 2048;
+constexpr int64_t kMaxKeyRowFloats = 4096;
 
 /// Options of the tiled lowering (flex-to-flash and its stage passes).
 struct FlashConfig {

@@ -82,7 +82,9 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
     cfg.tileM = largestDivisorAtMost((*bs)[0], cfg.tileM);
     cfg.tileN = largestDivisorAtMost((*bs)[1], cfg.tileN);
   }
-  cfg.headsPerTile = chooseHeadsPerTile(op, cfg.tileM);
+  // The decode key split tiles per (b, h): no head groups there.
+  if (chooseKeySplit(op, cfg, cfg.parallelTasks) <= 1)
+    cfg.headsPerTile = chooseHeadsPerTile(op, cfg.tileM);
   // Rows of S are single vectors in the softmax: Nt <= kMaxFmaChunk.
   cfg.vectorize = requested.vectorize && cfg.tileN <= kMaxFmaChunk;
   // Few query rows (decode): transposing K would cost as much as the

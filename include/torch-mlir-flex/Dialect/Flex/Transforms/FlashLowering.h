@@ -4,7 +4,8 @@
 //
 //   flex.attention
 //     -- tileAttentionRows (TilingInterface, upstream SCF tiling) -->
-//   scf.forall (b, h, m0) { flex.attention on a [1, 1, <=Mt, E] row tile }
+//   scf.forall (b, h, m0) { flex.attention on a [1, 1, <=Mt, E] row tile,
+//                            or [1, G, Mt, E] for GQA decode }
 //     -- decomposeAttentionTile -->
 //   state init; scf.for over key blocks {
 //     classifyBlock; scf.if live { flex.online_attention } }; finalization

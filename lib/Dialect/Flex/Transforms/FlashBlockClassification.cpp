@@ -23,8 +23,8 @@ StringRef mlir::flex::blockClassificationKind(AttentionOp op,
 }
 
 /// any / all of the mask over the block's valid points: rows past `rows`
-/// (of each head) repeat the last row, keys past kv_len are neither kept nor a reason for
-/// "not all".
+/// (of each head) repeat the last row, keys past kv_len are neither kept nor
+/// a reason for "not all".
 static BlockClass denseClassification(OpBuilder &b, Location loc,
                                       AttentionOp op, const BlockBox &box) {
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);

@@ -114,7 +114,15 @@ class Softcap(Causal):
 
 
 class Decode(FlexCall):
-    """One query token against the whole kv cache (no mask)."""
+    """One query token against the whole kv cache (no mask); with
+    `enable_gqa`, GQA_GROUP query heads per kv head."""
+
+    def __init__(self, enable_gqa=False):
+        super().__init__()
+        self.enable_gqa = enable_gqa
+
+    def flex_kwargs(self):
+        return dict(enable_gqa=True) if self.enable_gqa else {}
 
 
 def alibi_slopes(heads):
@@ -153,6 +161,7 @@ class Instance:
     sdpa: Optional[Callable]  # () -> output, or None (not expressible)
     M: int
     N: int
+    Hq: int
     Hkv: int
     kept: int  # kept (q, kv) pairs per head
 
@@ -192,8 +201,9 @@ def _build(case, cfg, M, N):
         return Alibi(M, N, cfg.H), (), causal, None
     if case == "softcap":
         return Softcap(M, N), (), causal, None
-    if case == "decode":
-        return Decode(), (), None, {}
+    if case in ("decode", "decode_gqa"):
+        gqa = case == "decode_gqa"
+        return Decode(enable_gqa=gqa), (), None, dict(enable_gqa=gqa)
     raise ValueError(f"unknown case {case!r}; known: {', '.join(CASES)}")
 
 
@@ -207,26 +217,38 @@ CASES = {
     "softcap": f"tanh softcap {SOFTCAP:g} score_mod + causal; no SDPA",
     "gqa": f"GQA {GQA_GROUP}:1 (enable_gqa) + causal; SDPA is_causal, enable_gqa",
     "decode": "decode: one query against N=S keys, no mask; SDPA without mask",
+    "decode_gqa": f"GQA decode: one query row, {GQA_GROUP}*H query heads over H kv heads "
+                  "(enable_gqa), N=S keys, no mask; SDPA enable_gqa",
 }
+
+
+def head_counts(cfg: Config):
+    """(Hq, Hkv): gqa groups H query heads, decode_gqa widens to GQA_GROUP*H
+    query heads over H kv heads."""
+    if cfg.case == "gqa":
+        return cfg.H, cfg.H // GQA_GROUP
+    if cfg.case == "decode_gqa":
+        return GQA_GROUP * cfg.H, cfg.H
+    return cfg.H, cfg.H
 
 
 def instance(cfg: Config) -> Instance:
     """Module, inputs (N(0,1), seed 1) and peers of one configuration."""
-    M = 1 if cfg.case == "decode" else cfg.S
+    M = 1 if cfg.case in ("decode", "decode_gqa") else cfg.S
     N = cfg.S
-    Hkv = cfg.H // GQA_GROUP if cfg.case == "gqa" else cfg.H
+    Hq, Hkv = head_counts(cfg)
     g = torch.Generator().manual_seed(1)
-    q = torch.randn(cfg.B, cfg.H, M, cfg.D, generator=g).to(cfg.dtype)
+    q = torch.randn(cfg.B, Hq, M, cfg.D, generator=g).to(cfg.dtype)
     k, v = (torch.randn(cfg.B, Hkv, N, cfg.D, generator=g).to(cfg.dtype) for _ in range(2))
     module, extra, mask, sdpa_kw = _build(cfg.case, cfg, M, N)
     return Instance(config=cfg, module=module, args=(q, k, v, *extra),
                     flex_kwargs=module.flex_kwargs(*extra),
                     sdpa=None if sdpa_kw is None else _sdpa(q, k, v, **sdpa_kw),
-                    M=M, N=N, Hkv=Hkv, kept=kept_pairs(mask, M, N))
+                    M=M, N=N, Hq=Hq, Hkv=Hkv, kept=kept_pairs(mask, M, N))
 
 
 def flops(inst: Instance) -> float:
     """Kept work only: 2 matmuls x 2 flops x D per kept (q, kv) pair and head."""
     c = inst.config
-    return 4.0 * c.D * c.B * c.H * inst.kept
+    return 4.0 * c.D * c.B * inst.Hq * inst.kept
 

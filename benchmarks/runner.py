@@ -141,7 +141,7 @@ def _check(outs, row):
 
 def new_row(inst):
     c = inst.config
-    return dict(case=c.case, dtype=dtype_name(c.dtype), S=c.S, D=c.D, B=c.B, H=c.H, Hkv=inst.Hkv,
+    return dict(case=c.case, dtype=dtype_name(c.dtype), S=c.S, D=c.D, B=c.B, H=inst.Hq, Hkv=inst.Hkv,
                 M=inst.M, N=inst.N, kept=inst.kept, flops=cases.flops(inst),
                 time={}, mem={}, errors={}, compile_s={}, stages={}, first_call_s={},
                 reference=None, max_abs_diff=None, ok=None)

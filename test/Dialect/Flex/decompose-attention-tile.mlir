@@ -347,3 +347,51 @@ module attributes {transform.with_named_sequence} {
     transform.yield
   }
 }
+
+// -----
+
+// GQA decode row tile (tile sizes [1, 2, 2]): the 2 query heads of one kv
+// head, 2 rows each, as one [4, 16] tile over kv head h0 / 2. The mask (a
+// shift: no interval analysis) is classified by the dense pre-pass, row i
+// at head h0 + i / 2 and query i % 2; flex.online_attention gets
+// rows_per_head = 2.
+// CHECK-LABEL: func.func @gqa_decode_dense
+// CHECK: scf.forall (%[[IV:.*]]) in (2)
+// CHECK: %[[H0:.*]] = affine.apply #{{.*}}(%[[IV]])
+// CHECK: %[[Q:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1, 2], [3]] : tensor<1x2x2x16xf32> into tensor<4x16xf32>
+// CHECK: %[[KH:.*]] = arith.divui %[[H0]], %c2 : index
+// CHECK: scf.for {{.*}} -> (tensor<4xf32>, tensor<4xf32>, tensor<4x16xf32>)
+// CHECK: scf.for %[[I:.*]] = %c0 to %c4 step %c1
+// CHECK: %[[DH:.*]] = arith.divui %[[I]], %c2 : index
+// CHECK: %[[H:.*]] = arith.addi %[[H0]], %[[DH]] : index
+// CHECK: %[[MI:.*]] = arith.remui %[[I]], %c2 : index
+// CHECK: arith.minsi %[[MI]], %c1 : index
+// CHECK: scf.for
+// CHECK: arith.cmpi ne, %{{.*}}, %[[H]] : index
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], %{{.*}}, 0] [1, 1, 16, 16]
+// CHECK: flex.online_attention ins(%[[Q]], %{{.*}}, %{{.*}} : tensor<4x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
+// CHECK-SAME: at(%c0, %[[H0]], %c0, %{{.*}}) bounds(%c2, %c32)
+// CHECK-SAME: {rows_per_head = 2 : i64}
+// CHECK: tensor.expand_shape {{.*}} output_shape [1, 2, 2, 16] : tensor<4x16xf32> into tensor<1x2x2x16xf32>
+// CHECK: scf.forall.in_parallel
+func.func @gqa_decode_dense(%q: tensor<1x4x2x16xf32>, %k: tensor<1x2x32x16xf32>, %v: tensor<1x2x32x16xf32>) -> tensor<1x4x2x16xf32> {
+  %o = tensor.empty() : tensor<1x4x2x16xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x4x2x16xf32>, tensor<1x2x32x16xf32>, tensor<1x2x32x16xf32>)
+      outs(%o : tensor<1x4x2x16xf32>) scale(0.25)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c3 = arith.constant 3 : index
+        %nm = arith.addi %n, %m : index
+        %s = arith.shrui %nm, %c3 : index
+        %ok = arith.cmpi ne, %s, %h : index
+        flex.yield %ok : i1
+      } -> tensor<1x4x2x16xf32>
+  return %r : tensor<1x4x2x16xf32>
+}
+module attributes {transform.with_named_sequence} {
+  transform.named_sequence @__transform_main(%arg0: !transform.any_op {transform.readonly}) {
+    %0 = transform.structured.match ops{["flex.attention"]} in %arg0 : (!transform.any_op) -> !transform.any_op
+    %1, %2 = transform.structured.tile_using_forall %0 tile_sizes [1, 2, 2, 0, 0] : (!transform.any_op) -> (!transform.any_op, !transform.any_op)
+    transform.yield
+  }
+}

@@ -101,3 +101,43 @@ func.func @key_rows_score_mod(%q: tensor<2x16xf32>, %k: tensor<32x16xf32>, %v: t
       } -> tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>
   return %r#0, %r#1, %r#2 : tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>
 }
+
+// -----
+
+// Two heads of 2 query rows each (rows_per_head = 2), one padding row per
+// head (rows = 1): row i is head h + i / 2 and query m0 + min(i % 2, 0);
+// the score_mod reads the capture at that head.
+// CHECK-LABEL: func.func @rows_per_head
+// CHECK-SAME: %{{[^:]*}}: tensor<8xf32>, %[[H:[^:]*]]: index, %[[M0:[^:]*]]: index
+// CHECK: linalg.generic
+// CHECK: %[[I:.*]] = linalg.index 0 : index
+// CHECK: %[[DH:.*]] = arith.divui %[[I]], %c2 : index
+// CHECK: %[[HI:.*]] = arith.addi %[[H]], %[[DH]] : index
+// CHECK: %[[MI:.*]] = arith.remui %[[I]], %c2 : index
+// CHECK: %[[MC:.*]] = arith.minsi %[[MI]], %c0 : index
+// CHECK: arith.addi %[[M0]], %[[MC]] : index
+// CHECK: tensor.extract %{{.*}}[%[[HI]]] : tensor<8xf32>
+// CHECK: return
+func.func @rows_per_head(%q: tensor<4x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x8xf32>,
+                         %mx: tensor<4xf32>, %l: tensor<4xf32>, %acc: tensor<4x8xf32>,
+                         %bias: tensor<8xf32>, %h: index, %m0: index, %n0: index)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<4x16xf32>, tensor<32x16xf32>, tensor<32x8xf32>)
+      captures(%bias : tensor<8xf32>)
+      at(%c0, %h, %m0, %n0) bounds(%c1, %c64)
+      outs(%mx, %l, %acc : tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>)
+      scale(0.25) {rows_per_head = 2 : i64}
+      score_mod {
+      ^bb0(%s: f32, %bb: index, %hh: index, %m: index, %kv: index):
+        %x = tensor.extract %bias[%hh] : tensor<8xf32>
+        %mi = arith.index_cast %m : index to i64
+        %mf = arith.sitofp %mi : i64 to f32
+        %t = arith.addf %s, %x : f32
+        %u = arith.addf %t, %mf : f32
+        flex.yield %u : f32
+      } -> tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>
+  return %r#0, %r#1, %r#2 : tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>
+}

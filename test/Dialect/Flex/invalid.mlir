@@ -728,3 +728,27 @@ func.func @blocks_num_without_idx(%q: tensor<1x2x64x8xf32>, %k: tensor<1x2x64x8x
   %r = "flex.attention"(%q, %k, %v, %n, %o) <{block_sizes = array<i64: 32, 32>, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0>, scale = 1.250000e-01 : f32}> ({}, {}) : (tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x64x8xf32>, tensor<1x2x2xi32>, tensor<1x2x64x8xf32>) -> tensor<1x2x64x8xf32>
   return
 }
+
+// -----
+
+func.func @online_rows_per_head(%q: tensor<6x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                                %mx: tensor<6xf32>, %l: tensor<6xf32>, %acc: tensor<6x4xf32>, %i: index) {
+  // expected-error @+1 {{expected rows_per_head > 0 dividing the 6 rows of the tile, got 4}}
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<6x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<6xf32>, tensor<6xf32>, tensor<6x4xf32>) scale(0.125) {rows_per_head = 4 : i64}
+      -> tensor<6xf32>, tensor<6xf32>, tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @online_rows_per_head_zero(%q: tensor<6x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                                     %mx: tensor<6xf32>, %l: tensor<6xf32>, %acc: tensor<6x4xf32>, %i: index) {
+  // expected-error @+1 {{expected rows_per_head > 0 dividing the 6 rows of the tile, got 0}}
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<6x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<6xf32>, tensor<6xf32>, tensor<6x4xf32>) scale(0.125) {rows_per_head = 0 : i64}
+      -> tensor<6xf32>, tensor<6xf32>, tensor<6x4xf32>
+  return
+}

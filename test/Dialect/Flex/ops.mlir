@@ -338,3 +338,18 @@ func.func @block_tensors_memref(%q: memref<1x2x16x8xf32>, %k: memref<1x2x16x8xf3
       outs(%o : memref<1x2x16x8xf32>) scale(0.125)
   return
 }
+
+// -----
+
+// A multi-head tile (GQA decode): rows_per_head.
+// CHECK-LABEL: func.func @online_attention_rows_per_head
+// CHECK: flex.online_attention {{.*}} scale(1.250000e-01) {rows_per_head = 2 : i64} -> tensor<4xf32>, tensor<4xf32>, tensor<4x4xf32>
+func.func @online_attention_rows_per_head(%q: tensor<4x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                                          %mx: tensor<4xf32>, %l: tensor<4xf32>, %acc: tensor<4x4xf32>, %i: index)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<4x4xf32>) {
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<4x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<4xf32>, tensor<4xf32>, tensor<4x4xf32>) scale(0.125) {rows_per_head = 2 : i64}
+      -> tensor<4xf32>, tensor<4xf32>, tensor<4x4xf32>
+  return %r#0, %r#1, %r#2 : tensor<4xf32>, tensor<4xf32>, tensor<4x4xf32>
+}

@@ -50,9 +50,9 @@ func.func @decode_split(%q: tensor<1x2x1x16xf32>, %k: tensor<1x1x600x16xf32>, %v
 // CHECK: scf.forall (%{{.*}}) in (8)
 // CHECK-NOT: flex.key_chunks
 // CHECK: return
-func.func @many_heads_no_split(%q: tensor<1x8x1x16xf32>, %k: tensor<1x2x600x16xf32>, %v: tensor<1x2x600x16xf32>) -> tensor<1x8x1x16xf32> {
+func.func @many_heads_no_split(%q: tensor<1x8x1x16xf32>, %k: tensor<1x8x600x16xf32>, %v: tensor<1x8x600x16xf32>) -> tensor<1x8x1x16xf32> {
   %o = tensor.empty() : tensor<1x8x1x16xf32>
-  %r = flex.attention ins(%q, %k, %v : tensor<1x8x1x16xf32>, tensor<1x2x600x16xf32>, tensor<1x2x600x16xf32>)
+  %r = flex.attention ins(%q, %k, %v : tensor<1x8x1x16xf32>, tensor<1x8x600x16xf32>, tensor<1x8x600x16xf32>)
       outs(%o : tensor<1x8x1x16xf32>) scale(2.500000000e-01)
       -> tensor<1x8x1x16xf32>
   return %r : tensor<1x8x1x16xf32>

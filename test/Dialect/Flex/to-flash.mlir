@@ -567,3 +567,55 @@ func.func @serial_small_large(%q: tensor<1x4x16x64xf32>, %k: tensor<1x4x300x64xf
       outs(%ob : tensor<1x8x1024x64xf32>) scale(0.125) -> tensor<1x8x1024x64xf32>
   return %r, %rb : tensor<1x4x16x64xf32>, tensor<1x8x1024x64xf32>
 }
+
+// -----
+// GQA decode (Hq = 8 over Hkv = 2, G = 4, M = 1): one row tile per kv head
+// holds its 4 query heads as 4 rows (tile sizes (1, 4, 1)), so each key
+// block is sliced once (as rows of K, and V) for all of them. Row i is head h0 + i:
+// the score_mod reads slope[h0 + i]; the mask (kv >= 40 h) is classified on
+// the heads [h0, h0 + 3] of the tile.
+// VEC-LABEL: func.func @gqa_decode
+// VEC: scf.forall (%[[H0:.*]]) = (0) to (8) step (4)
+// VEC: %[[Q:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1, 2], [3]] : tensor<1x4x1x64xf32> into tensor<4x64xf32>
+// VEC: %[[KH:.*]] = arith.divui %[[H0]], %c4 : index
+// VEC: %[[HHI:.*]] = arith.addi %[[H0]], %c3 : index
+// VEC: arith.muli %[[HHI]], %c40
+// VEC: scf.for {{.*}} -> (tensor<4xf32>, tensor<4xf32>, tensor<4x64xf32>)
+// VEC: %[[K:.*]] = tensor.extract_slice %{{.*}}[0, %[[KH]], %{{.*}}, 0] [1, 1, 128, 64] {{.*}} to tensor<128x64xf32>
+// VEC-NEXT: tensor.extract_slice %{{.*}}[0, %[[KH]], %{{.*}}, 0] [1, 1, 128, 64] {{.*}} to tensor<128x64xf32>
+// VEC-NOT: tensor.extract_slice
+// VEC: vector.transfer_read %[[Q]][%c3, %c0]
+// VEC: scf.for {{.*}} -> (tensor<4x128xf32>)
+// VEC: vector.transfer_read %[[K]]
+// VEC: linalg.generic
+// VEC: %[[I:.*]] = linalg.index 0 : index
+// VEC: %[[H:.*]] = arith.addi %[[H0]], %[[I]] : index
+// VEC: tensor.extract %{{.*}}[%[[H]]] : tensor<8xf32>
+// VEC: tensor.expand_shape {{.*}} output_shape [1, 4, 1, 64] : tensor<4x64xf32> into tensor<1x4x1x64xf32>
+// VEC: tensor.expand_shape {{.*}} output_shape [1, 4, 1] : tensor<4xf32> into tensor<1x4x1xf32>
+// VEC: tensor.parallel_insert_slice %{{.*}}[0, %[[H0]], 0, 0] [1, 4, 1, 64]
+// VEC: return
+func.func @gqa_decode(%q: tensor<1x8x1x64xf32>, %k: tensor<1x2x300x64xf32>, %v: tensor<1x2x300x64xf32>, %slope: tensor<8xf32>) -> (tensor<1x8x1x64xf32>, tensor<1x8x1xf32>) {
+  %o = tensor.empty() : tensor<1x8x1x64xf32>
+  %l = tensor.empty() : tensor<1x8x1xf32>
+  %r:2 = flex.attention ins(%q, %k, %v : tensor<1x8x1x64xf32>, tensor<1x2x300x64xf32>, tensor<1x2x300x64xf32>)
+      captures(%slope : tensor<8xf32>)
+      outs(%o : tensor<1x8x1x64xf32>) logsumexp(%l : tensor<1x8x1xf32>) scale(0.125)
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+        %a = tensor.extract %slope[%h] : tensor<8xf32>
+        %i = arith.index_cast %n : index to i64
+        %f = arith.sitofp %i : i64 to f32
+        %p = arith.mulf %a, %f : f32
+        %t = arith.addf %s, %p : f32
+        flex.yield %t : f32
+      }
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c40 = arith.constant 40 : index
+        %w = arith.muli %h, %c40 : index
+        %ok = arith.cmpi sge, %n, %w : index
+        flex.yield %ok : i1
+      } -> tensor<1x8x1x64xf32>, tensor<1x8x1xf32>
+  return %r#0, %r#1 : tensor<1x8x1x64xf32>, tensor<1x8x1xf32>
+}

@@ -113,6 +113,22 @@ def test_targets_pass_fail_and_not_run():
     assert got["causal S=8192 f32: ours peak extra memory, MiB"].passed is None
 
 
+def test_decode_gqa_heads_work_and_target():
+    """decode_gqa: GQA_GROUP * H query heads over H kv heads, one query row;
+    the work and SDPA count the query heads; it feeds the decode target."""
+    inst = cases.instance(cases.Config("decode_gqa", torch.float32, 64, 16, H=2))
+    q, k, v = inst.args
+    G = cases.GQA_GROUP
+    assert q.shape == (1, 2 * G, 1, 16) and k.shape == v.shape == (1, 2, 64, 16)
+    assert (inst.M, inst.Hq, inst.Hkv, inst.kept) == (1, 2 * G, 2, 64)
+    assert cases.flops(inst) == 4.0 * 16 * 2 * G * 64
+    ref = inst.module(q, k, v)
+    torch.testing.assert_close(inst.sdpa(), ref, rtol=1e-4, atol=1e-5)
+    rows = [_row("decode", "f32", 1024, 64, 0.5, 1.0), _row("decode_gqa", "f32", 1024, 64, 0.9, 1.0)]
+    got = {t.name: t for t in tg.evaluate(rows)}["decode: ours / torch.compile"]
+    assert (got.measured, got.where, got.passed) == (0.9, "decode_gqa f32 S=1024 D=64", False)
+
+
 def test_default_grid_covers_every_target():
     configs = {(c.case, str(c.dtype), c.S, c.D, p) for c, p in run.configurations(run.parse_args([]))}
     for dt in ("torch.float32", "torch.bfloat16"):

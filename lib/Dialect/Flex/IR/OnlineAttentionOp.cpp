@@ -73,6 +73,10 @@ LogicalResult OnlineAttentionOp::verify() {
       ty(getAcc()).getDimSize(0) != mt || ty(getAcc()).getDimSize(1) != ev)
     return emitOpError() << "expected max and sum [" << mt << "] and acc ["
                          << mt << ", " << ev << "]";
+  if (IntegerAttr r = getRowsPerHeadAttr())
+    if (r.getInt() <= 0 || mt % r.getInt())
+      return emitOpError() << "expected rows_per_head > 0 dividing the "
+                           << mt << " rows of the tile, got " << r.getInt();
   for (auto [res, init] : llvm::zip_equal(
            getResults(), ValueRange{getMax(), getSum(), getAcc()}))
     if (res.getType() != init.getType())

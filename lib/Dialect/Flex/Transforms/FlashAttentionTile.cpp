@@ -1,9 +1,11 @@
 //===- FlashAttentionTile.cpp - a row tile as an online-softmax loop ------===//
 //
-// Rewrites a row tile of flex.attention (query [1, 1, M <= Mt, E], global
+// Rewrites a row tile of flex.attention (query [1, 1, M <= Mt, E], or
+// [1, G, Mt, E] for the G query heads of one kv head in GQA decode; global
 // position in its offsets) into
 //
-//   Q tile [Mt, E] (padded when M < Mt); mx = -inf, l = 0, acc = 0
+//   Q tile [Mt, E] (padded when M < Mt; [G * Mt, E], row g * Mt + m for
+//   head g); mx = -inf, l = 0, acc = 0
 //   scf.for j over key blocks iter_args(mx, l, acc) {
 //     classifyBlock -> live, full
 //     scf.if live { flex.online_attention on block j (no mask when full) }
@@ -37,7 +39,8 @@ struct RowTile {
   mutable AttentionOp op;
   const KeyValueLayout *layout;
   Value q, b, h, m0, rows, kb, kh;
-  int64_t tileM, tileN, e, ev;
+  /// tileM rows in all: `heads` heads of rowsPerHead rows each.
+  int64_t tileM, tileN, e, ev, heads, rowsPerHead;
 };
 } // namespace
 
@@ -61,6 +64,23 @@ static Value slice2d(OpBuilder &b, Location loc, Value src,
   return tensor::ExtractSliceOp::create(
       b, loc, RankedTensorType::get({rows, cols}, elt), src, offsets, sizes,
       strides);
+}
+
+/// [1, G, M(, Ev)] -> [G * M(, Ev)] and back: the rows of a multi-head
+/// tile (heads after each other).
+static SmallVector<ReassociationIndices> headRows(int64_t rank) {
+  if (rank == 3)
+    return {{0, 1, 2}};
+  return {{0, 1, 2}, {3}};
+}
+static Value collapseHeads(OpBuilder &b, Location loc, Value t) {
+  int64_t rank = cast<RankedTensorType>(t.getType()).getRank();
+  return tensor::CollapseShapeOp::create(b, loc, t, headRows(rank));
+}
+static Value expandHeads(OpBuilder &b, Location loc, Value t, Type to) {
+  auto ty = cast<RankedTensorType>(to);
+  return tensor::ExpandShapeOp::create(b, loc, ty, t,
+                                       headRows(ty.getRank()));
 }
 
 /// flex.online_attention of key block `n0` on the state; without the mask
@@ -97,7 +117,8 @@ static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
       n0, t.rows, lay.kvLen, state[0], state[1], state[2],
       t.op.getScaleAttr(), lay.transposedKey ? b.getUnitAttr() : UnitAttr(),
       lay.pairedKey ? b.getUnitAttr() : UnitAttr(),
-      lay.pairedValue ? b.getUnitAttr() : UnitAttr());
+      lay.pairedValue ? b.getUnitAttr() : UnitAttr(),
+      t.heads > 1 ? b.getI64IntegerAttr(t.rowsPerHead) : IntegerAttr());
   IRMapping map;
   t.op.getScoreMod().cloneInto(&online.getScoreMod(), map);
   if (withMask)
@@ -178,12 +199,16 @@ static SmallVector<Value> buildKeyStep(OpBuilder &b, Location loc,
   Value mHi = arith::AddIOp::create(
       b, loc, t.m0, arith::SubIOp::create(b, loc, t.rows, c1));
   Value lastKey = arith::SubIOp::create(b, loc, lay.kvLen, c1);
+  Value hHi = t.heads > 1 ? arith::AddIOp::create(b, loc, t.h,
+                                                  cIdx(b, loc, t.heads - 1))
+                                .getResult()
+                          : t.h;
   Value n0 = arith::MulIOp::create(b, loc, j, cIdx(b, loc, t.tileN));
   Value nHi = arith::MinSIOp::create(
       b, loc, arith::AddIOp::create(b, loc, n0, cIdx(b, loc, t.tileN - 1)),
       lastKey);
-  BlockBox box{t.b,   t.h,    t.m0,      mHi,     n0,
-               nHi,   t.rows, lay.kvLen, t.tileM, t.tileN};
+  BlockBox box{t.b,     t.h,    hHi,       t.m0,    mHi,     n0,
+               nHi,     t.rows, lay.kvLen, t.tileM, t.tileN, t.rowsPerHead};
   BlockClass cls = classifyBlock(b, loc, t.op, kind, box);
   if (kind == "interval" && classification)
     *classification = &b.getBlock()->back();
@@ -272,11 +297,18 @@ static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
     return tile.emitOpError("cannot decompose into key blocks: ") << *why;
   auto qTy = cast<RankedTensorType>(tile.getQuery().getType());
   int64_t mStatic = qTy.getDimSize(2), mt = cfg.tileM;
-  if (qTy.getDimSize(0) != 1 || qTy.getDimSize(1) != 1 ||
-      (!ShapedType::isDynamic(mStatic) && mStatic > mt))
-    return tile.emitOpError("expected a row tile with query [1, 1, M, E], "
-                            "M <= tile-m = ")
-           << mt << " (tile B, Hq and M first), got " << qTy;
+  int64_t heads = qTy.getDimSize(1);
+  bool grouped = heads == cfg.headsPerTile && heads > 1 && mStatic == mt;
+  if (qTy.getDimSize(0) != 1 || (heads != 1 && !grouped) ||
+      (!ShapedType::isDynamic(mStatic) && mStatic > mt)) {
+    InFlightDiagnostic diag =
+        tile.emitOpError("expected a row tile with query [1, 1, M, E], "
+                         "M <= tile-m = ")
+        << mt;
+    if (cfg.headsPerTile > 1)
+      diag << ", or [1, " << cfg.headsPerTile << ", " << mt << ", E]";
+    return diag << " (tile B, Hq and M first), got " << qTy;
+  }
   if (std::optional<ArrayRef<int64_t>> bs = tile.getBlockSizes())
     if ((*bs)[0] % mt || (*bs)[1] % cfg.tileN)
       return tile.emitOpError("the row tile (")
@@ -285,7 +317,9 @@ static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
              << (*bs)[1] << ")";
   Location loc = tile.getLoc();
   t = RowTile{tile, layout};
-  t.tileM = mt;
+  t.heads = grouped ? heads : 1;
+  t.rowsPerHead = mt;
+  t.tileM = t.heads * mt;
   t.tileN = cfg.tileN;
   t.e = qTy.getDimSize(3);
   t.ev = tile.getValueType().getDimSize(3);
@@ -298,11 +332,14 @@ static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
                ? tensor::DimOp::create(b, loc, tile.getQuery(), 2).getResult()
                : cIdx(b, loc, mStatic);
 
-  // The Q tile, padded with zero rows to Mt.
+  // The Q tile, padded with zero rows to Mt (heads after each other).
   OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
-  t.q = slice2d(b, loc, tile.getQuery(), {z, z, z, z}, mStatic, t.e,
+  if (grouped)
+    t.q = collapseHeads(b, loc, tile.getQuery());
+  else
+    t.q = slice2d(b, loc, tile.getQuery(), {z, z, z, z}, mStatic, t.e,
                 {one, one, getAsOpFoldResult(t.rows), b.getIndexAttr(t.e)});
-  if (mStatic != mt) {
+  if (!grouped && mStatic != mt) {
     Value padZero =
         arith::ConstantOp::create(b, loc, b.getZeroAttr(qTy.getElementType()));
     OpFoldResult high = getAsOpFoldResult(
@@ -379,17 +416,31 @@ LogicalResult mlir::flex::decomposeAttentionTile(RewriterBase &rewriter,
   // Normalization, written straight into the output tile when unpadded.
   int64_t mt = t.tileM;
   bool padRows =
-      cast<RankedTensorType>(tile.getQuery().getType()).getDimSize(2) != mt;
+      cast<RankedTensorType>(tile.getQuery().getType()).getDimSize(2) !=
+      t.rowsPerHead;
   OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
   Type outElt = tile.getOutputType().getElementType();
   Value outDest =
       padRows ? tensor::EmptyOp::create(b, loc, {mt, t.ev}, outElt).getResult()
-              : slice2d(b, loc, tile.getOutput(), {z, z, z, z}, mt, t.ev,
-                        {one, one, b.getIndexAttr(mt), b.getIndexAttr(t.ev)});
+      : t.heads > 1
+          ? collapseHeads(b, loc, tile.getOutput())
+          : slice2d(b, loc, tile.getOutput(), {z, z, z, z}, mt, t.ev,
+                    {one, one, b.getIndexAttr(mt), b.getIndexAttr(t.ev)});
   FinalTiles fin = buildFinalization(
       b, loc, state[0], state[1], state[2], outDest,
       static_cast<bool>(tile.getLogsumexp()),
       static_cast<bool>(tile.getMaxScores()));
+  if (t.heads > 1) {
+    // Unpadded: the [G * Mt] rows are the tile's [1, G, Mt] results.
+    SmallVector<Value> results = {
+        expandHeads(b, loc, fin.out, tile.getOutput().getType())};
+    if (Value lse = tile.getLogsumexp())
+      results.push_back(expandHeads(b, loc, fin.lse, lse.getType()));
+    if (Value mx = tile.getMaxScores())
+      results.push_back(expandHeads(b, loc, fin.max, mx.getType()));
+    rewriter.replaceOp(tile, results);
+    return success();
+  }
   SmallVector<Value> results = {
       placeRows(b, loc, fin.out, tile.getOutput(), t.rows, padRows)};
   if (Value lse = tile.getLogsumexp())

@@ -23,8 +23,8 @@ StringRef mlir::flex::blockClassificationKind(AttentionOp op,
 }
 
 /// any / all of the mask over the block's valid points: rows past `rows`
-/// repeat the last row, keys past kv_len are neither kept nor a reason for
-/// "not all".
+/// (of each head) repeat the last row, keys past kv_len are neither kept nor
+/// a reason for "not all".
 static BlockClass denseClassification(OpBuilder &b, Location loc,
                                       AttentionOp op, const BlockBox &box) {
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
@@ -37,6 +37,14 @@ static BlockClass denseClassification(OpBuilder &b, Location loc,
       b, loc, c0, arith::ConstantIndexOp::create(b, loc, box.tileM), c1,
       ValueRange{f, t},
       [&](OpBuilder &rb, Location rl, Value i, ValueRange rowIt) {
+        // Row i of a multi-head tile: head hLo + i / R, query i % R.
+        Value h = box.hLo;
+        if (box.rowsPerHead != box.tileM) {
+          Value r = arith::ConstantIndexOp::create(rb, rl, box.rowsPerHead);
+          h = arith::AddIOp::create(rb, rl, h,
+                                    arith::DivUIOp::create(rb, rl, i, r));
+          i = arith::RemUIOp::create(rb, rl, i, r);
+        }
         Value gm = arith::AddIOp::create(
             rb, rl, box.mLo, arith::MinSIOp::create(rb, rl, i, lastRow));
         auto keyLoop = scf::ForOp::create(
@@ -45,7 +53,7 @@ static BlockClass denseClassification(OpBuilder &b, Location loc,
               Value n = arith::AddIOp::create(kb, kl, box.nLo, j);
               Value gn = arith::MinSIOp::create(kb, kl, n, lastKey);
               Value keep = inlineModifier(kb, op.getMaskMod(),
-                                          {box.b, box.h, gm, gn});
+                                          {box.b, h, gm, gn});
               Value valid = arith::CmpIOp::create(
                   kb, kl, arith::CmpIPredicate::slt, n, box.kvLen);
               Value invalid = arith::XOrIOp::create(kb, kl, valid, t);
@@ -66,7 +74,7 @@ BlockClass mlir::flex::classifyBlock(OpBuilder &b, Location loc,
   if (kind == "interval") {
     auto [allTrue, allFalse] =
         emitMaskBounds(b, loc, op.getMaskMod(),
-                       {{box.b, box.b}, {box.h, box.h}, {box.mLo, box.mHi},
+                       {{box.b, box.b}, {box.hLo, box.hHi}, {box.mLo, box.mHi},
                         {box.nLo, box.nHi}});
     Value t = arith::ConstantIntOp::create(b, loc, 1, 1);
     return {arith::XOrIOp::create(b, loc, allFalse, t), allTrue};

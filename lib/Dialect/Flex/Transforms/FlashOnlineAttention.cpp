@@ -29,10 +29,12 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
                                  OnlineAttentionOp op, Value s) {
   MLIRContext *ctx = b.getContext();
   AffineMap id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
-  int64_t mt = op.getTileRows(), nt = op.getTileKeys();
-  // Padding rows exist unless rows == Mt; padding keys unless kv_len is a
+  int64_t nt = op.getTileKeys(), rph = op.getTileRowsPerHead();
+  // Several heads in the tile (rows_per_head): row i is head h + i / rph.
+  bool grouped = rph != op.getTileRows();
+  // Padding rows exist unless rows == rph; padding keys unless kv_len is a
   // constant multiple of Nt.
-  bool clampRows = mayDiffer(op.getRows(), mt);
+  bool clampRows = mayDiffer(op.getRows(), rph);
   std::optional<int64_t> kvLen = getConstantIntValue(op.getKvLen());
   bool padKeys = !kvLen || *kvLen % nt != 0;
   bool hasScore = op.hasScoreMod(), hasMask = op.hasMaskMod();
@@ -53,6 +55,13 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
         if (hasScore || hasMask || padKeys) {
           Value i = linalg::IndexOp::create(nb, l, 0);
           Value j = linalg::IndexOp::create(nb, l, 1);
+          Value h = op.getH();
+          if (grouped) {
+            Value r = arith::ConstantIndexOp::create(nb, l, rph);
+            h = arith::AddIOp::create(nb, l, h,
+                                      arith::DivUIOp::create(nb, l, i, r));
+            i = arith::RemUIOp::create(nb, l, i, r);
+          }
           if (clampRows)
             i = arith::MinSIOp::create(nb, l, i, lastRow);
           Value gm = arith::AddIOp::create(nb, l, op.getM0(), i);
@@ -61,10 +70,10 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
                              : n;
           if (hasScore)
             x = inlineModifier(nb, op.getScoreMod(),
-                               {x, op.getB(), op.getH(), gm, gn});
+                               {x, op.getB(), h, gm, gn});
           if (hasMask) {
             Value keep = inlineModifier(nb, op.getMaskMod(),
-                                        {op.getB(), op.getH(), gm, gn});
+                                        {op.getB(), h, gm, gn});
             x = arith::SelectOp::create(nb, l, keep, x, negInf);
           }
           if (padKeys) {
@@ -84,10 +93,10 @@ LogicalResult mlir::flex::decomposeOnlineAttention(RewriterBase &rewriter,
   FlashConfig c = cfg;
   int64_t e = cast<RankedTensorType>(op.getQuery().getType()).getDimSize(1);
   // Rows of S are single vectors in the vector softmax; the row-dot kernel
-  // (K as rows) keeps the Q rows in registers (at most 256 floats).
+  // (K as rows) reads the Q rows of the tile for every key.
   c.vectorize = cfg.vectorize && op.getTileKeys() <= kMaxFmaChunk &&
                 (op.getTransposedKey() || op.getPairedKey() ||
-                 op.getTileRows() * e <= 2 * kMaxFmaChunk);
+                 op.getTileRows() * e <= kMaxKeyRowFloats);
   Location loc = op.getLoc();
   if ((op.getPairedKey() || op.getPairedValue()) && !c.vectorize)
     return op.emitOpError("pair-packed key/value need the vector kernels "

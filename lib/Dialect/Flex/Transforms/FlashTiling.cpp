@@ -53,6 +53,32 @@ static int64_t largestDivisorAtMost(int64_t block, int64_t limit) {
   return 1;
 }
 
+/// True when `op`'s BlockMask tensors give every query head one status
+/// (their head dimension is 1), or it has none.
+static bool blockTensorsShareHeads(AttentionOp op) {
+  if (!op.hasBlockTensors())
+    return true;
+  auto oneHead = [](Value num) {
+    return !num || cast<ShapedType>(num.getType()).getDimSize(1) == 1;
+  };
+  return oneHead(op.getKvNumBlocks()) && oneHead(op.getFullKvNumBlocks());
+}
+
+/// GQA decode: G = kv_group_size query heads per row tile when the whole
+/// of a small M is one row tile of each head (G * M <= kMaxGroupedRows rows)
+/// and the block tensors, if any, are shared by the heads; else 1.
+static int64_t chooseHeadsPerTile(AttentionOp op, int64_t tileM) {
+  ShapedType q = op.getQueryType();
+  int64_t hq = q.getDimSize(1), m = q.getDimSize(2);
+  if (!blockTensorsShareHeads(op) || ShapedType::isDynamic(hq) ||
+      ShapedType::isDynamic(m) || m != tileM)
+    return 1;
+  int64_t g = op.getGroupSize();
+  if (g <= 1 || hq % g || g * m > kMaxGroupedRows)
+    return 1;
+  return g;
+}
+
 FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
                                           FlashConfig requested) {
   FlashConfig cfg = requested;
@@ -72,11 +98,17 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
     cfg.tileM = largestDivisorAtMost((*bs)[0], cfg.tileM);
     cfg.tileN = largestDivisorAtMost((*bs)[1], cfg.tileN);
   }
+  // The decode key split tiles per (b, h): no head groups there.
+  if (chooseKeySplit(op, cfg, cfg.parallelTasks) <= 1)
+    cfg.headsPerTile = chooseHeadsPerTile(op, cfg.tileM);
   // Rows of S are single vectors in the softmax: Nt <= kMaxFmaChunk.
   cfg.vectorize = requested.vectorize && cfg.tileN <= kMaxFmaChunk;
   // Few query rows (decode): transposing K would cost as much as the
   // attention; dot products with rows of K instead.
-  cfg.keyRows = cfg.vectorize && cfg.tileM <= 2 && cfg.tileM * e <= 256;
+  int64_t rows = cfg.headsPerTile * cfg.tileM;
+  cfg.keyRows = cfg.vectorize && (cfg.headsPerTile > 1
+                                      ? rows * e <= kMaxKeyRowFloats
+                                      : cfg.tileM <= 2 && cfg.tileM * e <= 256);
   // AVX512-BF16 kernels for bf16 inputs where the shapes pair up; few query
   // rows keep the f32 kernels (packing would cost as much as the work).
   int64_t ev = op.getValueType().getDimSize(3);
@@ -90,11 +122,12 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
 FailureOr<AttentionOp> mlir::flex::tileAttentionRows(RewriterBase &rewriter,
                                                      AttentionOp op,
                                                      int64_t tileM,
-                                                     scf::ForallOp *forall) {
+                                                     scf::ForallOp *forall,
+                                                     int64_t tileH) {
   scf::SCFTilingOptions options;
   options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
   Builder b(op.getContext());
-  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(tileH),
                                      b.getIndexAttr(tileM), b.getIndexAttr(0),
                                      b.getIndexAttr(0)};
   options.setTileSizes(sizes);

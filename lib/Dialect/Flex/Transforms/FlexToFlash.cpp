@@ -45,7 +45,7 @@ static LogicalResult lowerToFlash(RewriterBase &rewriter, AttentionOp op,
     forall->setAttr("flex.key_chunks", rewriter.getI64IntegerAttr(chunks));
   } else {
     FailureOr<AttentionOp> tile =
-        tileAttentionRows(rewriter, op, cfg.tileM, &forall);
+        tileAttentionRows(rewriter, op, cfg.tileM, &forall, cfg.headsPerTile);
     if (failed(tile) || !forall ||
         failed(decomposeAttentionTile(rewriter, *tile, cfg, &layout)))
       return failure();

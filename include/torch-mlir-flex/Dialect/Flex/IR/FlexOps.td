@@ -288,6 +288,24 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
     acc'[i, :] = acc[i, :] * c + sum_j p[j] * v[j, :]
     ```
 
+    With `rows_per_head = R` the tile holds the query rows of several heads
+    (GQA decode: the G query heads of one kv head share each key block):
+    `Mt` is a multiple of `R` and row `i` is query index `m0 + i % R` of
+    head `h + i / R`, so the regions see `(b, h + i / R, m0 + i % R,
+    n0 + j)`; `rows` then counts the valid rows of each head (padding rows
+    are those with `i % R >= rows`, clamped to `m0 + rows - 1`).
+
+    ```mlir
+    // Rows 0, 1 are head %h, rows 2, 3 head %h + 1 (2 query rows each).
+    %mx1, %l1, %acc1 = flex.online_attention
+        ins(%q, %k, %v : tensor<4x64xf32>, tensor<128x64xf32>,
+                         tensor<128x64xf32>)
+        at(%b, %h, %m0, %n0) bounds(%c2, %n)
+        outs(%mx, %l, %acc : tensor<4xf32>, tensor<4xf32>, tensor<4x64xf32>)
+        scale(0.125) {rows_per_head = 2 : i64}
+        -> tensor<4xf32>, tensor<4xf32>, tensor<4x64xf32>
+    ```
+
     Folding the op over all blocks of `N` from `mx = -inf, l = 0, acc = 0`
     and normalizing (`acc / l`, `0` for rows whose `mx` stays `-inf`) gives
     flex.attention's output. An empty `mask_mod` keeps every key (the
@@ -332,7 +350,8 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
     F32Attr:$scale,
     UnitAttr:$transposed_key,
     UnitAttr:$paired_key,
-    UnitAttr:$paired_value
+    UnitAttr:$paired_value,
+    OptionalAttr<I64Attr>:$rows_per_head
   );
   let results = (outs AnyRankedTensor:$new_max, AnyRankedTensor:$new_sum,
                       AnyRankedTensor:$new_acc);
@@ -363,6 +382,11 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
     int64_t getTileRows() {
       return ::llvm::cast<::mlir::ShapedType>(getQuery().getType())
           .getDimSize(0);
+    }
+    /// Rows of one head in the tile (rows_per_head, else all of them).
+    int64_t getTileRowsPerHead() {
+      return getRowsPerHeadAttr() ? getRowsPerHeadAttr().getInt()
+                                  : getTileRows();
     }
     int64_t getTileKeys() {
       int64_t n = ::llvm::cast<::mlir::ShapedType>(getValue().getType())

@@ -4,7 +4,8 @@
 //
 //   flex.attention
 //     -- tileAttentionRows (TilingInterface, upstream SCF tiling) -->
-//   scf.forall (b, h, m0) { flex.attention on a [1, 1, <=Mt, E] row tile }
+//   scf.forall (b, h, m0) { flex.attention on a [1, 1, <=Mt, E] row tile,
+//                            or [1, G, Mt, E] for GQA decode }
 //     -- decomposeAttentionTile -->
 //   state init; scf.for over key blocks {
 //     classifyBlock; scf.if live { flex.online_attention } }; finalization
@@ -28,9 +29,19 @@
 
 namespace mlir::flex {
 
+/// Most rows (G * M) of a GQA decode row tile (FlashConfig::headsPerTile).
+constexpr int64_t kMaxGroupedRows = 16;
+/// Most query floats (rows x E) of a row tile on the row-dot kernel (K as
+/// rows, FlashContractions.cpp).
+constexpr int64_t kMaxKeyRowFloats = 4096;
+
 /// Options of the tiled lowering (flex-to-flash and its stage passes).
 struct FlashConfig {
   int64_t tileM = 64, tileN = 64;
+  /// GQA decode: the query heads of one row tile (tile sizes (1, G, tileM)
+  /// over (B, Hq, M)), all G heads of one kv head, so that their G * tileM
+  /// rows read each key block once. 1: one head per row tile.
+  int64_t headsPerTile = 1;
   bool blockSparsity = true, denseClassify = true, fastExp = true,
        vectorize = true;
   /// Decode (few query rows): dot products with rows of K as they are
@@ -51,7 +62,8 @@ std::optional<std::string> flashUnsupportedReason(AttentionOp op);
 
 /// The tile sizes and kernel choices for `op`: 64 x 64 by default (or the
 /// requested sizes); a dimension smaller than the tile shrinks it; a
-/// decode-sized M gets a longer key block.
+/// decode-sized M gets a longer key block; GQA decode groups the query
+/// heads of a kv head (headsPerTile).
 FlashConfig chooseFlashConfig(AttentionOp op, FlashConfig requested);
 
 /// Rough one-thread run time of `op` in microseconds (static shapes only),
@@ -81,13 +93,16 @@ KeyValueLayout buildKeyValueLayout(OpBuilder &b, Location loc, Value key,
                                    Value value, const FlashConfig &cfg,
                                    bool peelTail = true);
 
-/// Tiles `op` over (B, Hq, M) with tile sizes (1, 1, tileM) into an
+/// Tiles `op` over (B, Hq, M) with tile sizes (1, tileH, tileM) into an
 /// scf.forall through its TilingInterface; returns the tiled op.
 FailureOr<AttentionOp> tileAttentionRows(RewriterBase &rewriter,
                                          AttentionOp op, int64_t tileM,
-                                         scf::ForallOp *forall = nullptr);
+                                         scf::ForallOp *forall = nullptr,
+                                         int64_t tileH = 1);
 
-/// Rewrites a row tile of flex.attention (query [1, 1, M, E] with M <= Mt)
+/// Rewrites a row tile of flex.attention (query [1, 1, M, E] with M <= Mt,
+/// or [1, G, Mt, E] with G = headsPerTile: G * Mt rows, row g * Mt + m of
+/// head h0 + g, over the one kv head h0 / G)
 /// into the online-softmax state, a loop over key blocks of
 /// flex.online_attention (with block classification) and the
 /// normalization. Uses `layout` when the tile's key is a slice of its
@@ -118,14 +133,15 @@ LogicalResult splitKeysAttention(RewriterBase &rewriter, AttentionOp op,
                                  const KeyValueLayout &layout, int64_t chunks,
                                  scf::ForallOp &forall);
 
-/// The index box of one (row tile, key block) pair, global indices: rows
-/// [mLo, mHi], keys [nLo, nHi] (valid ones). The dense pre-pass walks the
-/// whole Mt x Nt block from (mLo, nLo), clamping rows to `rows` valid ones
-/// and keys to `kvLen`.
+/// The index box of one (row tile, key block) pair, global indices: heads
+/// [hLo, hHi], rows [mLo, mHi], keys [nLo, nHi] (valid ones). The dense
+/// pre-pass walks the whole tileM x Nt block from (hLo, mLo, nLo): row i is
+/// head hLo + i / rowsPerHead, query mLo + i % rowsPerHead (clamped to
+/// `rows` valid ones), keys clamped to `kvLen`.
 struct BlockBox {
-  Value b, h, mLo, mHi, nLo, nHi;
+  Value b, hLo, hHi, mLo, mHi, nLo, nHi;
   Value rows, kvLen;
-  int64_t tileM = 0, tileN = 0;
+  int64_t tileM = 0, tileN = 0, rowsPerHead = 0;
 };
 /// Block classification: `live` false when no point of the box is kept,
 /// `full` true when every point is. Both null when not classified.

@@ -134,7 +134,10 @@ def FlexDecomposeAttentionTile
     The second stage of flex-to-flash, on its own (for tests and transform
     scripts): each flex.attention on tensors whose query is a row tile
     `[1, 1, M, E]` (tile B, Hq and M first, e.g. with
-    `transform.structured.tile_using_forall` sizes `[1, 1, Mt]`) becomes
+    `transform.structured.tile_using_forall` sizes `[1, 1, Mt]`), or for GQA
+    decode `[1, G, M, E]` with the G query heads of one kv head (sizes
+    `[1, G, M]`, G = kv_group_size, G * M <= 16: one tile of G * M rows),
+    becomes
     the online-softmax state, an `scf.for` over key blocks of
     `flex.online_attention` (empty blocks skipped and full blocks unmasked
     when the mask can be classified) and the normalization. K/V are padded

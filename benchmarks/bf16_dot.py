@@ -12,11 +12,9 @@ avx512_bf16 for the bf16-dot variant (else it is left out).
 """
 
 import argparse
-import os
 import statistics
 import time
 
-os.environ.setdefault("KMP_BLOCKTIME", "0")
 
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch

@@ -13,11 +13,9 @@ variants are called alternately; median and min times:
 """
 
 import argparse
-import os
 import statistics
 import time
 
-os.environ.setdefault("KMP_BLOCKTIME", "0")
 
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch

@@ -19,9 +19,7 @@ shared machine.
 """
 
 import argparse
-import os
 
-os.environ.setdefault("KMP_BLOCKTIME", "0")
 
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch

@@ -16,10 +16,8 @@ block (the fallback), for comparison.
 """
 
 import argparse
-import os
 import statistics
 
-os.environ.setdefault("KMP_BLOCKTIME", "0")
 
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch

@@ -28,9 +28,9 @@ import os
 import sys
 import time
 
-# OpenMP workers sleep right after our parallel region instead of spinning
-# on the cores the next implementation is timed on.
-os.environ.setdefault("KMP_BLOCKTIME", "0")
+# Our OpenMP workers keep the package's default (KMP_BLOCKTIME=1, set by
+# backend/jit.py), as users get it; timing.py keeps the implementations'
+# spinning workers apart.
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch

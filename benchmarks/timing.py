@@ -4,7 +4,7 @@
 back-to-back calls, so a load change on a shared machine hits all of them
 alike; medians per implementation. Not call by call: an OpenMP runtime
 keeps its workers spinning after a parallel region (torch's libgomp by
-default; ours only with KMP_BLOCKTIME > 0), and those spinners shared the
+default; ours for KMP_BLOCKTIME ms), and those spinners shared the
 cores with the next implementation's call. Measured with call-by-call
 turns: ours causal f32 S=1024 D=64 took 8.6 ms beside torch's spinning
 workers and 4.5 ms alone or with OMP_WAIT_POLICY=PASSIVE, while

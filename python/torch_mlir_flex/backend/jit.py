@@ -131,9 +131,12 @@ class JitFunction:
                 raise FlexBackendError(
                     "the pipeline uses OpenMP but no OpenMP runtime was found "
                     "(install intel-openmp, set FLEX_OPENMP_LIB, or use backend 'tiled-1t')")
-            # Idle OpenMP threads would otherwise spin for 200 ms after each
-            # call, taking the cores from the caller.
-            os.environ.setdefault("KMP_BLOCKTIME", "0")
+            # Idle workers spin 1 ms after a call, then sleep: repeated calls
+            # (decode steps) find them awake, as torch's libgomp workers are
+            # after its ops (waking sleeping ones took about 100 us here),
+            # and the runtime's default of 200 ms would keep taking the
+            # cores from the caller long after a call.
+            os.environ.setdefault("KMP_BLOCKTIME", "1")
             libs.append(rt)
         return libs
 

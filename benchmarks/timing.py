@@ -10,9 +10,11 @@ turns: ours causal f32 S=1024 D=64 took 8.6 ms beside torch's spinning
 workers and 4.5 ms alone or with OMP_WAIT_POLICY=PASSIVE, while
 torch.compile's time moved by 3%. So before each block the process idles
 `settle_s` (every runtime's workers go to sleep) and one untimed call
-starts the block: each implementation is timed in its own steady state. `peak_extra_bytes`: growth of the process's peak RSS
-(VmHWM, reset through /proc/self/clear_refs) over its RSS before one call,
-after malloc returned its free memory to the OS.
+starts the block: each implementation is timed in its own steady state.
+
+`peak_extra_bytes`: growth of the process's peak RSS (VmHWM, reset through
+/proc/self/clear_refs) over its RSS before one call, after malloc returned
+its free memory to the OS.
 """
 
 import ctypes

@@ -17,25 +17,9 @@ BF16_DOT_ENV = "TORCH_MLIR_FLEX_BF16_DOT"
 
 
 @functools.lru_cache(maxsize=None)
-def host_cpu_flags() -> frozenset:
-    """The feature flags of the first CPU in /proc/cpuinfo (empty when there
-    is none to read)."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() == "flags":
-                    return frozenset(value.split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-@functools.lru_cache(maxsize=None)
-def host_cpu_signature() -> str:
-    """What the JIT's code depends on of the host CPU (it compiles for it):
-    vendor, family, model and feature flags of the first CPU in
-    /proc/cpuinfo (empty when there is none to read)."""
+def _first_cpu() -> dict:
+    """The `key: value` lines of the first CPU in /proc/cpuinfo (empty when
+    there is none to read)."""
     fields = {}
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
@@ -45,6 +29,21 @@ def host_cpu_signature() -> str:
                 key, _, value = line.partition(":")
                 fields[key.strip()] = value.strip()
     except OSError:
+        return {}
+    return fields
+
+
+def host_cpu_flags() -> frozenset:
+    """The feature flags of the first CPU in /proc/cpuinfo."""
+    return frozenset(_first_cpu().get("flags", "").split())
+
+
+def host_cpu_signature() -> str:
+    """What the JIT's code depends on of the host CPU (it compiles for it):
+    vendor, family, model and feature flags of the first CPU in
+    /proc/cpuinfo (empty when there is none to read)."""
+    fields = _first_cpu()
+    if not fields:
         return ""
     parts = [fields.get(k, "") for k in ("vendor_id", "cpu family", "model", "model name")]
     return "|".join(parts + [" ".join(sorted(host_cpu_flags()))])

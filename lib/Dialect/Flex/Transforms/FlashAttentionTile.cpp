@@ -39,6 +39,8 @@ struct RowTile {
   mutable AttentionOp op;
   const KeyValueLayout *layout;
   Value q, b, h, m0, rows, kb, kh;
+  /// The last row's query index and head, and the last key (N - 1).
+  Value mHi, hHi, lastKey;
   /// tileM rows in all: `heads` heads of rowsPerHead rows each.
   int64_t tileM, tileN, e, ev, heads, rowsPerHead;
 };
@@ -195,19 +197,11 @@ static SmallVector<Value> buildKeyStep(OpBuilder &b, Location loc,
                                        Value j, ValueRange st, bool tail,
                                        Operation **classification) {
   const KeyValueLayout &lay = *t.layout;
-  Value c1 = cIdx(b, loc, 1);
-  Value mHi = arith::AddIOp::create(
-      b, loc, t.m0, arith::SubIOp::create(b, loc, t.rows, c1));
-  Value lastKey = arith::SubIOp::create(b, loc, lay.kvLen, c1);
-  Value hHi = t.heads > 1 ? arith::AddIOp::create(b, loc, t.h,
-                                                  cIdx(b, loc, t.heads - 1))
-                                .getResult()
-                          : t.h;
   Value n0 = arith::MulIOp::create(b, loc, j, cIdx(b, loc, t.tileN));
   Value nHi = arith::MinSIOp::create(
       b, loc, arith::AddIOp::create(b, loc, n0, cIdx(b, loc, t.tileN - 1)),
-      lastKey);
-  BlockBox box{t.b,     t.h,    hHi,       t.m0,    mHi,     n0,
+      t.lastKey);
+  BlockBox box{t.b,     t.h,    t.hHi,     t.m0,    t.mHi,   n0,
                nHi,     t.rows, lay.kvLen, t.tileM, t.tileN, t.rowsPerHead};
   BlockClass cls = classifyBlock(b, loc, t.op, kind, box);
   if (kind == "interval" && classification)
@@ -366,6 +360,14 @@ static LogicalResult initRowTile(OpBuilder &b, AttentionOp tile,
   }
   t.kh = arith::DivUIOp::create(b, loc, t.h,
                                 cIdx(b, loc, tile.getGroupSize()));
+  Value c1 = cIdx(b, loc, 1);
+  t.mHi = arith::AddIOp::create(b, loc, t.m0,
+                                arith::SubIOp::create(b, loc, t.rows, c1));
+  t.hHi = t.heads > 1 ? arith::AddIOp::create(b, loc, t.h,
+                                              cIdx(b, loc, t.heads - 1))
+                            .getResult()
+                      : t.h;
+  t.lastKey = arith::SubIOp::create(b, loc, t.layout->kvLen, c1);
   return success();
 }
 

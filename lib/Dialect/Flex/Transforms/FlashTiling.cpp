@@ -99,7 +99,8 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
     cfg.tileN = largestDivisorAtMost((*bs)[1], cfg.tileN);
   }
   // The decode key split tiles per (b, h): no head groups there.
-  if (chooseKeySplit(op, cfg, cfg.parallelTasks) <= 1)
+  cfg.keyChunks = chooseKeySplit(op, cfg, cfg.parallelTasks);
+  if (cfg.keyChunks <= 1)
     cfg.headsPerTile = chooseHeadsPerTile(op, cfg.tileM);
   // Rows of S are single vectors in the softmax: Nt <= kMaxFmaChunk.
   cfg.vectorize = requested.vectorize && cfg.tileN <= kMaxFmaChunk;

@@ -36,7 +36,7 @@ static LogicalResult lowerToFlash(RewriterBase &rewriter, AttentionOp op,
   StringRef kind = blockClassificationKind(op, cfg);
   rewriter.setInsertionPoint(op);
   // Key chunks take ranges of whole blocks: no peeled tail for them.
-  int64_t chunks = chooseKeySplit(op, cfg, cfg.parallelTasks);
+  int64_t chunks = cfg.keyChunks;
   KeyValueLayout layout = buildKeyValueLayout(
       rewriter, op.getLoc(), op.getKey(), op.getValue(), cfg, chunks <= 1);
   if (chunks > 1) {

@@ -54,6 +54,8 @@ struct FlashConfig {
   /// Parallel iterations wanted (about 4x the threads); decode ops with
   /// fewer (b, h) row tiles split their keys into chunks. 0: no split.
   int64_t parallelTasks = 0;
+  /// The chunks chosen for the op (chooseKeySplit); 1: no split.
+  int64_t keyChunks = 1;
 };
 
 /// Why flex-to-flash leaves `op` to flex-to-loops (memrefs, dynamic head

@@ -11,6 +11,7 @@ into them (calling.py); input checks and output shapes come from shapes.py;
 an optional int64[4] status argument reports checks failed at run time.
 """
 
+import ctypes
 import os
 
 from .. import _load_order
@@ -21,6 +22,7 @@ from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRunt
 from .shapes import ShapeProgram
 from .prechecks import _check_memref_element_types, check_known_parser_aborts
 from . import cache as compile_cache
+from . import threads
 
 
 def _split_before(pipeline: str, pass_name: str):
@@ -74,6 +76,7 @@ class JitFunction:
             except (ir.MLIRError, ValueError) as e:
                 raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
             self.lowered = module
+            self._openmp = "convert-scf-to-openmp" in text
             try:
                 self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
                     module, opt_level=opt_level,
@@ -100,6 +103,11 @@ class JitFunction:
         if not addr:
             raise FlexBackendError(f"JIT compilation of @{self.func_name} failed")
         self._cfunc = memref_abi.PackedCall(addr, nargs)
+        self._awake = None  # the flag of flex-omp-if-awake, when the module has one
+        if _has_global(module, "_mlir_" + AWAKE_FLAG):
+            flag = self.engine.raw_lookup(AWAKE_FLAG)  # packed lookup adds `_mlir_`
+            if flag:
+                self._awake = ctypes.c_int8.from_address(flag)
         elt = lambda t: str(t.element_type)  # noqa: E731
         self._in_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.arg_types]
         self._out_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.result_types]
@@ -186,7 +194,11 @@ class JitFunction:
         if self.has_status:
             status, desc = memref_abi.status_buffer()
             descs.append(desc)
+        if self._awake is not None:
+            self._awake.value = threads.workers_awake()
         self._cfunc(descs)
+        if self._openmp:
+            threads.call_ended()
         if self.has_status and status[0]:
             raise self._runtime_error(list(status))
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -220,6 +232,18 @@ def _from_numpy(a, dtype):
     if dtype == torch.bfloat16 and t.dtype == torch.uint16:
         t = t.view(torch.bfloat16)
     return t
+
+
+# The i8 global of flex-omp-if-awake (OmpIfAwake.cpp): 1 lets small ops
+# use the OpenMP threads at this call (threads.py).
+AWAKE_FLAG = "flex_threads_awake"
+
+
+def _has_global(module, name):
+    for op in module.body.operations:
+        if op.operation.name == "llvm.mlir.global" and ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return True
+    return False
 
 
 def _llvm_arg_count(module, name):

@@ -105,12 +105,16 @@ PIPELINES = {
 # busy, so the split cost 10-50% with one (b, h) row tile and gained
 # nothing (docs in benchmarks/decode.py).
 # With OpenMP, ops whose estimated one-thread time is below this (static
-# shapes; FlashTiling.cpp's estimateOneThreadMicros) run on one thread:
-# starting and joining a parallel region whose workers sleep (the first
-# call after 1 ms idle, KMP_BLOCKTIME) took about 100 us here, e.g. decode
-# S=1024 D=64 H=8 ran in 65 us on one thread and 127 us on two; causal
-# S=128 D=64 H=8 in 181 us and 245 us; at S=256 two threads won (481 vs
-# 553 us).
+# shapes; FlashTiling.cpp's estimateOneThreadMicros) run on one thread
+# unless the workers are awake: starting and joining a parallel region
+# whose workers sleep (the first call after 1 ms idle, KMP_BLOCKTIME) took
+# about 100 us here, e.g. decode S=1024 D=64 H=8 ran in 65 us on one thread
+# and 127 us on two; causal S=128 D=64 H=8 in 181 us and 245 us; at S=256
+# two threads won (481 vs 553 us). With awake workers (back-to-back calls)
+# two threads won at those sizes too (decode S=1024 D=64: 50-59 us against
+# 69-86 us), so the choice is made at each call: flex-omp-if-awake guards
+# these regions with a flag that jit.py sets when the last call ended
+# within KMP_BLOCKTIME (threads.py).
 SERIAL_BELOW_US = 250
 
 
@@ -133,8 +137,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
              f"split-keys-tasks={split_keys_tasks}"
              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
              f"{' bf16-dot=1' if bf16_dot else ''}}})")
-    forall = ("func.func(flex-serialize-foralls,scf-forall-to-parallel),"
-              f"convert-scf-to-openmp{{num-threads={num_threads}}},"
+    forall = ("func.func(flex-serialize-foralls{runtime-choice=1},scf-forall-to-parallel),"
+              f"convert-scf-to-openmp{{num-threads={num_threads}}},flex-omp-if-awake,"
               "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"
               if openmp else "func.func(scf-forall-to-for)")
     # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers

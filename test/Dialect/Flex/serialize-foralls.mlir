@@ -1,4 +1,6 @@
 // RUN: flex-opt %s -split-input-file -flex-serialize-foralls | FileCheck %s
+// RUN: flex-opt %s -split-input-file -flex-serialize-foralls='runtime-choice=1' \
+// RUN:   -mlir-print-debuginfo | FileCheck %s --check-prefix=CHOICE
 
 // A bufferized forall marked flex.serial becomes nested scf.for loops with
 // the same bounds and body.
@@ -8,6 +10,13 @@
 // CHECK-NEXT: scf.for %[[J:.*]] = %{{.*}} to %c8 step
 // CHECK-NEXT: memref.store %{{.*}}, %{{.*}}[%[[I]], %[[J]]]
 // CHECK-NOT: scf.forall
+// With runtime-choice the forall stays and its location gets the name
+// flex.small_parallel around the old one.
+// CHOICE-LABEL: func.func @marked
+// CHOICE-NOT: scf.for
+// CHOICE: scf.forall (%{{.*}}, %{{.*}}) in (4, 8)
+// CHOICE: } {flex.serial} loc(#[[TAG:.*]])
+// CHOICE: #[[TAG]] = loc("flex.small_parallel"(#{{.*}}))
 func.func @marked(%m: memref<4x8xf32>, %x: f32) {
   scf.forall (%i, %j) in (4, 8) {
     memref.store %x, %m[%i, %j] : memref<4x8xf32>
@@ -20,6 +29,8 @@ func.func @marked(%m: memref<4x8xf32>, %x: f32) {
 // CHECK-LABEL: func.func @unmarked
 // CHECK: scf.forall (%{{.*}}) in (4)
 // CHECK-NOT: scf.for
+// CHOICE-LABEL: func.func @unmarked
+// CHOICE-NOT: flex.small_parallel
 func.func @unmarked(%m: memref<4xf32>, %x: f32) {
   scf.forall (%i) in (4) {
     memref.store %x, %m[%i] : memref<4xf32>

@@ -293,19 +293,3 @@ def test_openmp_runtime_threads():
     b = _run(text, (q, k, v))
     for x, y in zip(a, b):
         assert torch.equal(x, y)
-
-
-def test_openmp_small_ops_stay_on_one_thread():
-    """Ops estimated below SERIAL_BELOW_US on one thread get no parallel
-    region (waking sleeping workers would cost more than the work); larger
-    ones keep it. Both give the one-thread result."""
-    from torch_mlir_flex.backend.pipelines import find_openmp_runtime
-    lib = find_openmp_runtime()
-    if lib is None:
-        pytest.skip("no OpenMP runtime installed")
-    for M, N, parallel in ((1, 300, False), (512, 512, True)):
-        q, k, v = _inputs(1, 4, M, N, 64, seed=3)
-        text = fi.attention_ir(B=1, Hq=4, M=M, N=N, E=64, mask_mod=fi.CAUSAL if M > 1 else None)
-        fn = JitFunction(text, "f", shared_libs=[lib], pipeline=tiled_pipeline(openmp=True))
-        assert ("omp.parallel" in str(fn.lowered)) == parallel, (M, N)
-        assert torch.equal(fn(q, k, v), _run(text, (q, k, v), "tiled-1t")[0])

@@ -2,7 +2,8 @@
 //
 // flex-copies-to-linalg: memref.copy -> linalg.copy.
 // flex-inline-alloca-scopes: inline alloca-free memref.alloca_scope ops.
-// flex-serialize-foralls: bufferized scf.forall marked flex.serial -> scf.for.
+// flex-serialize-foralls: bufferized scf.forall marked flex.serial -> scf.for
+//   (or, with runtime-choice, tagged for flex-omp-if-awake).
 // flex-omp-dynamic-schedule: schedule(dynamic) for omp.wsloop.
 //
 //===----------------------------------------------------------------------===//
@@ -72,6 +73,7 @@ struct FlexInlineAllocaScopesPass
 
 struct FlexSerializeForallsPass
     : public flex::impl::FlexSerializeForallsBase<FlexSerializeForallsPass> {
+  using Base::Base;
   void runOnOperation() override {
     SmallVector<scf::ForallOp> marked;
     getOperation().walk([&](scf::ForallOp f) {
@@ -79,9 +81,16 @@ struct FlexSerializeForallsPass
         marked.push_back(f);
     });
     IRRewriter rewriter(&getContext());
-    for (scf::ForallOp f : marked)
+    for (scf::ForallOp f : marked) {
+      if (runtimeChoice) {
+        f->setLoc(NameLoc::get(
+            StringAttr::get(&getContext(), flex::kSmallParallelLoc),
+            f.getLoc()));
+        continue;
+      }
       if (failed(scf::forallToForLoop(rewriter, f)))
         return signalPassFailure();
+    }
   }
 };
 

@@ -14,6 +14,10 @@
 namespace mlir {
 namespace flex {
 
+/// The location name that flex-serialize-foralls (runtime-choice) puts
+/// around small ops' parallel loops, for flex-omp-if-awake.
+inline constexpr llvm::StringLiteral kSmallParallelLoc = "flex.small_parallel";
+
 #define GEN_PASS_DECL
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h.inc"
 

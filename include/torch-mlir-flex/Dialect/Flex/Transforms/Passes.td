@@ -258,7 +258,47 @@ def FlexSerializeForalls : Pass<"flex-serialize-foralls", "func::FuncOp"> {
     start and join, more than a decode step over 1024 keys takes on one
     core. Runs after bufferization, before scf-forall-to-parallel; foralls
     that still have shared outputs are left alone.
+
+    With `runtime-choice`, marked foralls stay parallel loops and are tagged
+    instead (their location becomes the name `flex.small_parallel` around
+    the old one, which scf-forall-to-parallel and convert-scf-to-openmp
+    carry to the omp.parallel they build); flex-omp-if-awake then lets the
+    caller choose threads or one thread at each call.
   }];
+  let options = [
+    Option<"runtimeChoice", "runtime-choice", "bool", /*default=*/"false",
+           "Tag marked foralls for flex-omp-if-awake instead of making them "
+           "scf.for">,
+  ];
+}
+
+def FlexOmpIfAwake : Pass<"flex-omp-if-awake", "ModuleOp"> {
+  let summary = "Run tagged omp.parallel regions on the threads only when "
+                "the caller says the workers are awake";
+  let description = [{
+    An omp.parallel whose location is the name `flex.small_parallel`
+    (flex-serialize-foralls with `runtime-choice`) gets the clause
+    `if(flag != 0)`, where the flag is the i8 public global
+    `_mlir_flex_threads_awake` (created once per module, 0 initially).
+    When it is 0 the runtime runs the region on the calling thread without
+    waking the workers; the caller (the Python JIT) sets it to 1 when the
+    last compiled call ended less than KMP_BLOCKTIME ago, i.e. when the
+    workers still spin and a parallel region costs a few microseconds
+    instead of about 100. The `_mlir_` prefix lets ExecutionEngine's packed
+    lookup find it by the name `flex_threads_awake`.
+
+    ```mlir
+    omp.parallel { ... } loc(#small)   // #small = loc("flex.small_parallel"(...))
+    ==>
+    %g = memref.get_global @_mlir_flex_threads_awake : memref<i8>
+    %f = memref.load %g[] : memref<i8>
+    %c = arith.cmpi ne, %f, %c0_i8 : i8
+    omp.parallel if(%c) { ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::omp::OpenMPDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def FlexOmpDynamicSchedule : Pass<"flex-omp-dynamic-schedule", "func::FuncOp"> {

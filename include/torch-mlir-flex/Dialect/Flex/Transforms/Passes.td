@@ -254,7 +254,7 @@ def FlexSerializeForalls : Pass<"flex-serialize-foralls", "func::FuncOp"> {
   let description = [{
     flex-to-flash marks the loops of ops too small to gain from threads
     (its `serial-below-us`): on this kind of machine an OpenMP parallel
-    region whose workers sleep (KMP_BLOCKTIME=0) costs about 100 us to
+    region whose workers sleep (idle past KMP_BLOCKTIME) costs about 100 us to
     start and join, more than a decode step over 1024 keys takes on one
     core. Runs after bufferization, before scf-forall-to-parallel; foralls
     that still have shared outputs are left alone.

@@ -36,10 +36,19 @@
 // CHECK: %[[AN:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} ins(%[[P]], %[[V]] : tensor<8x32xf32>, tensor<32x12xf32>) outs(%[[AS]] : tensor<8x12xf32>)
 // CHECK: return %[[ST]]#0, %[[LN]], %[[AN]]
 // VEC-LABEL: func.func @block
+// VEC: %[[SC:.*]] = arith.constant dense<2.500000e-01> : vector<32xf32>
 // Q.K^T: 4 rows of S in registers over E = 16, one FMA with a row of K^T.
 // VEC: scf.for {{.*}} = %c0 to %c8 step %c4 iter_args(%{{.*}}) -> (tensor<8x32xf32>)
 // VEC: scf.for {{.*}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
 // VEC: vector.fma {{.*}} : vector<32xf32>
+// The sums times the scale (0.25) as they are written: the scores tile
+// below (mask and key padding) does not multiply again.
+// VEC: %[[SS:.*]] = arith.mulf %{{.*}}, %[[SC]] : vector<32xf32>
+// VEC: vector.transfer_write %[[SS]]
+// VEC: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// VEC-NOT: arith.mulf
+// VEC: arith.cmpi sge
+// VEC: linalg.yield
 // Softmax row by row: tree reductions of the row vector.
 // VEC: scf.for {{.*}} = %c0 to %c8 step %c1 iter_args({{.*}}) -> (tensor<8x32xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
 // VEC: vector.extract_strided_slice {{.*}} : vector<32xf32> to vector<16xf32>
@@ -140,4 +149,28 @@ func.func @rows_per_head(%q: tensor<4x16xf32>, %k: tensor<32x16xf32>, %v: tensor
         flex.yield %u : f32
       } -> tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>
   return %r#0, %r#1, %r#2 : tensor<4xf32>, tensor<4xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// A full block (no mask, no score_mod, rows and kv_len whole) with K
+// transposed: the kernel's scaled sums are the scores; no pass over S.
+// VEC-LABEL: func.func @full_block
+// VEC: %[[SC:.*]] = arith.constant dense<2.500000e-01> : vector<32xf32>
+// VEC: vector.fma {{.*}} : vector<32xf32>
+// VEC: arith.mulf %{{.*}}, %[[SC]] : vector<32xf32>
+// VEC-NOT: linalg.generic
+// VEC: math.floor
+// VEC: return
+func.func @full_block(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<32x12xf32>,
+                      %mx: tensor<8xf32>, %l: tensor<8xf32>, %acc: tensor<8x12xf32>,
+                      %b: index, %h: index, %m0: index, %n0: index)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>) {
+  %rows = arith.constant 8 : index
+  %n = arith.constant 64 : index
+  %r:3 = flex.online_attention ins(%q, %kt, %v : tensor<8x16xf32>, tensor<16x32xf32>, tensor<32x12xf32>)
+      at(%b, %h, %m0, %n0) bounds(%rows, %n)
+      outs(%mx, %l, %acc : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>)
+      scale(0.25) {transposed_key} -> tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
+  return %r#0, %r#1, %r#2 : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
 }

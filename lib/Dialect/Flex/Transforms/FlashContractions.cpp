@@ -106,8 +106,11 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
   Value s = scoreScratch(b, loc, op, mt, nt);
   if (op.getPairedKey())
     return buildBf16DotKernel(b, loc, {q, k, s, Value(), mt, e, nt});
-  if (cfg.vectorize && transposed)
-    return buildBroadcastFmaKernel(b, loc, {q, k, s, Value(), mt, e, nt});
+  if (qkTileAppliesScale(op, cfg)) {
+    Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
+    return buildBroadcastFmaKernel(b, loc,
+                                   {q, k, s, Value(), mt, e, nt, scale});
+  }
   if (cfg.vectorize)
     return buildQKRows(b, loc, q, k, s);
   MLIRContext *ctx = b.getContext();
@@ -118,6 +121,11 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
   Value s0 = linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{s})
                  .getResult(0);
   return genericContraction(b, loc, q, k, kMap, s0);
+}
+
+bool mlir::flex::qkTileAppliesScale(OnlineAttentionOp op,
+                                    const FlashConfig &cfg) {
+  return !op.getPairedKey() && cfg.vectorize && op.getTransposedKey();
 }
 
 Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,

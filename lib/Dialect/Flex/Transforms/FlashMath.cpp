@@ -3,8 +3,9 @@
 // exp for x <= 0 in plain arithmetic (vectorizable by LLVM, unlike the expf
 // libcall): Cody-Waite range reduction x = k ln2 + r, |r| <= ln2 / 2, a
 // degree-6 polynomial for e^r (Cephes expf coefficients, ~1 ulp), 2^k from
-// the exponent bits. x < -87.33 (including -inf) gives 0 (the true value is
-// below FLT_MIN); NaN propagates. Only used for x = s - max <= 0.
+// the exponent bits, FMAs where they fuse. x < -87.33 (including -inf)
+// gives 0 (the true value is below FLT_MIN); NaN propagates. Only used for
+// x = s - max <= 0.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
@@ -37,30 +38,26 @@ Value mlir::flex::emitExpNonPositive(OpBuilder &b, Location loc, Value x) {
   auto ci = [&](int64_t v) {
     return splat(arith::ConstantIntOp::create(b, loc, v, 32).getResult(), i32);
   };
-  Value lo = c(-87.33654);
-  Value under = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, lo);
-  // Clamp to [lo, 0] with compare+select (llvm.maximum/minimum may become
-  // libcalls the JIT cannot resolve); a NaN x stays NaN.
-  Value xc = arith::SelectOp::create(b, loc, under, lo, x);
-  Value pos = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, xc,
-                                    c(0.0));
-  xc = arith::SelectOp::create(b, loc, pos, c(0.0), xc);
-  Value kf = math::FloorOp::create(
-      b, loc,
-      arith::AddFOp::create(
-          b, loc, arith::MulFOp::create(b, loc, xc, c(1.44269504088896341)),
-          c(0.5)));
-  Value r = arith::SubFOp::create(
-      b, loc, xc, arith::MulFOp::create(b, loc, kf, c(0.693359375)));
-  r = arith::SubFOp::create(b, loc, r,
-                            arith::MulFOp::create(b, loc, kf, c(-2.12194440e-4)));
+  auto fma = [&](Value a, Value x2, Value acc) -> Value {
+    return math::FmaOp::create(b, loc, a, x2, acc);
+  };
+  // Below lo the result is 0: chosen by the final select, so x itself is
+  // not clamped (k and the exponent bits of such lanes are never used; NaN
+  // is not below lo and propagates). x <= 0 keeps k <= 0, so 2^k needs no
+  // upper clamp either.
+  Value under =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, x, c(-87.33654));
+  Value kf = math::FloorOp::create(b, loc, fma(x, c(1.44269504088896341), c(0.5)));
+  // r = x - k ln2 in two FMAs (ln2 split Cody-Waite style).
+  Value r = fma(kf, c(-0.693359375), x);
+  r = fma(kf, c(2.12194440e-4), r);
   double coeffs[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
                      4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
   Value p = c(coeffs[0]);
   for (int i = 1; i < 6; ++i)
-    p = math::FmaOp::create(b, loc, p, r, c(coeffs[i]));
+    p = fma(p, r, c(coeffs[i]));
   Value r2 = arith::MulFOp::create(b, loc, r, r);
-  p = math::FmaOp::create(b, loc, p, r2, r);
+  p = fma(p, r2, r);
   p = arith::AddFOp::create(b, loc, p, c(1.0));
   Value ki = arith::FPToSIOp::create(b, loc, i32, kf);
   Value bits = arith::ShLIOp::create(

@@ -121,11 +121,18 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
               scf::YieldOp::create(kb, l2, outs);
             });
         Value d = iter[0];
-        for (int64_t r = 0; r < R; ++r)
+        Value outScale;
+        if (t.outScale)
+          outScale = vector::BroadcastOp::create(nb, l, vt, t.outScale);
+        for (int64_t r = 0; r < R; ++r) {
+          Value sum = kLoop.getResult(r);
+          if (outScale)
+            sum = arith::MulFOp::create(nb, l, sum, outScale);
           d = vector::TransferWriteOp::create(
-                  nb, l, kLoop.getResult(r), d,
+                  nb, l, sum, d,
                   ValueRange{rowIndex(nb, l, mb, r), col}, ArrayRef<bool>{true})
                   .getResult();
+        }
         scf::YieldOp::create(nb, l, d);
       });
   return mLoop.getResult(0);

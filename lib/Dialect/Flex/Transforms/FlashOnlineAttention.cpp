@@ -1,8 +1,8 @@
 //===- FlashOnlineAttention.cpp - decomposition of flex.online_attention --===//
 //
 // One block of the online softmax as its four tile builders:
-//   S = Q.K^T (buildQKTile); S = mask(score_mod(scale * S)) on global
-//   indices (buildScoreTile, here); P, max, sum, corr (buildSoftmaxUpdate);
+//   S = Q.K^T (buildQKTile, times the scale in the broadcast-FMA kernel);
+//   S = mask(score_mod(scale * S)) on global indices (buildScoreTile, here); P, max, sum, corr (buildSoftmaxUpdate);
 //   acc = acc * corr + P.V (buildPVTile).
 //
 //===----------------------------------------------------------------------===//
@@ -26,7 +26,8 @@ static bool mayDiffer(Value v, int64_t c) {
 }
 
 Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
-                                 OnlineAttentionOp op, Value s) {
+                                 OnlineAttentionOp op, Value s,
+                                 bool scaled) {
   MLIRContext *ctx = b.getContext();
   AffineMap id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
   int64_t nt = op.getTileKeys(), rph = op.getTileRowsPerHead();
@@ -38,7 +39,10 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
   std::optional<int64_t> kvLen = getConstantIntValue(op.getKvLen());
   bool padKeys = !kvLen || *kvLen % nt != 0;
   bool hasScore = op.hasScoreMod(), hasMask = op.hasMaskMod();
-  Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
+  if (scaled && !hasScore && !hasMask && !padKeys)
+    return s;
+  Value scale =
+      scaled ? Value() : arith::ConstantOp::create(b, loc, op.getScaleAttr());
   Value negInf = arith::ConstantOp::create(
       b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
   Value one = arith::ConstantIndexOp::create(b, loc, 1);
@@ -51,7 +55,8 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
       ArrayRef<AffineMap>{id2},
       ArrayRef<IteratorType>{IteratorType::parallel, IteratorType::parallel},
       [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value x = arith::MulFOp::create(nb, l, args[0], scale);
+        Value x = scaled ? args[0]
+                         : arith::MulFOp::create(nb, l, args[0], scale).getResult();
         if (hasScore || hasMask || padKeys) {
           Value i = linalg::IndexOp::create(nb, l, 0);
           Value j = linalg::IndexOp::create(nb, l, 1);
@@ -104,7 +109,7 @@ LogicalResult mlir::flex::decomposeOnlineAttention(RewriterBase &rewriter,
            << kMaxFmaChunk << " keys per block)";
   rewriter.setInsertionPoint(op);
   Value s = buildQKTile(rewriter, loc, op, c);
-  s = buildScoreTile(rewriter, loc, op, s);
+  s = buildScoreTile(rewriter, loc, op, s, qkTileAppliesScale(op, c));
   SoftmaxUpdate sm =
       buildSoftmaxUpdate(rewriter, loc, s, op.getMax(), op.getSum(), c);
   Value acc = buildPVTile(rewriter, loc, sm.p, op.getValue(), op.getAcc(),

@@ -177,13 +177,18 @@ LogicalResult decomposeOnlineAttention(RewriterBase &rewriter,
                                        OnlineAttentionOp op,
                                        const FlashConfig &cfg);
 
-/// S[Mt, Nt] = Q . K^T (f32), as a vector micro-kernel or linalg.generic.
+/// S[Mt, Nt] = Q . K^T (f32), as a vector micro-kernel or linalg.generic;
+/// times the op's scale when qkTileAppliesScale.
 Value buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
                   const FlashConfig &cfg);
-/// scale, score_mod, mask_mod (when the op has one) and key padding
-/// applied to S in place, on global indices.
+/// Whether buildQKTile's kernel multiplies by the scale as it writes S
+/// (the broadcast-FMA kernel over K^T).
+bool qkTileAppliesScale(OnlineAttentionOp op, const FlashConfig &cfg);
+/// scale (unless `scaled`), score_mod, mask_mod (when the op has one) and
+/// key padding applied to S in place, on global indices; S itself when
+/// there is nothing to apply.
 Value buildScoreTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
-                     Value s);
+                     Value s, bool scaled);
 /// The online-softmax update of one block: P = exp(S - mn) and the new
 /// max, sum and correction exp(mx - mn) of each row.
 struct SoftmaxUpdate {

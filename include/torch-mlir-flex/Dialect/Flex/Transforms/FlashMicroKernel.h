@@ -14,13 +14,17 @@ namespace mlir::flex {
 
 /// Operands of one tile contraction
 ///   dest[m, :] = init[m, :] + sum_k lhs[m, k] * rhs[k, :]
-/// with init = dest[m, :] * rowScale[m] when `rowScale` is set, else 0.
+/// with init = dest[m, :] * rowScale[m] when `rowScale` is set, else 0;
+/// with `outScale` (an f32 scalar) the sums are multiplied by it before
+/// they are written (dest = outScale * sum: Q.K^T's softmax scale, in
+/// registers instead of another pass over S).
 /// Shapes are static: lhs [rows, reduction], rhs [reduction, width],
 /// dest [rows, width] (f32), rowScale [rows] (f32). lhs and rhs may have
 /// any float element type; products and sums are in f32.
 struct BroadcastFmaTiles {
   Value lhs, rhs, dest, rowScale;
   int64_t rows = 0, reduction = 0, width = 0;
+  Value outScale = {};
 };
 
 /// Widest row (f32 elements) kept in registers as one chunk.

@@ -102,7 +102,8 @@ class JitFunction:
         addr = self.engine.raw_lookup(ciface)  # its packed wrapper (`_mlir_` prefix)
         if not addr:
             raise FlexBackendError(f"JIT compilation of @{self.func_name} failed")
-        self._cfunc = memref_abi.PackedCall(addr, nargs)
+        self._cfunc = memref_abi.PackedCall(
+            addr, [t.rank for t in self.arg_types + self.result_types], self.has_status)
         self._awake = None  # the flag of flex-omp-if-awake, when the module has one
         if _has_global(module, "_mlir_" + AWAKE_FLAG):
             flag = self.engine.raw_lookup(AWAKE_FLAG)  # packed lookup adds `_mlir_`
@@ -114,8 +115,6 @@ class JitFunction:
         for t, d in zip(self.arg_types + self.result_types, self._in_dtypes + self._out_dtypes):
             if d is None:
                 raise FlexBackendError(f"unsupported tensor element type {t.element_type}")
-        self._in_desc = [memref_abi.descriptor_class(t.rank) for t in self.arg_types]
-        self._out_desc = [memref_abi.descriptor_class(t.rank) for t in self.result_types]
         dyn = ir.ShapedType.get_dynamic_size()
         self._static = [[(j, d) for j, d in enumerate(t.shape) if d != dyn] for t in self.arg_types]
         self._static_shape = [tuple(t.shape) if len(st) == t.rank else None
@@ -189,18 +188,16 @@ class JitFunction:
         if self._check_shapes is not None:
             self._check_shapes(shapes)
         outs = [torch.empty(s, dtype=d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
-        descs = [memref_abi.describe(t, c) for t, c in zip(ins, self._in_desc)]
-        descs += [memref_abi.describe(t, c) for t, c in zip(outs, self._out_desc)]
-        if self.has_status:
-            status, desc = memref_abi.status_buffer()
-            descs.append(desc)
+        words = []
+        for t in ins + outs:
+            words += memref_abi.descriptor_words(t)
         if self._awake is not None:
             self._awake.value = threads.workers_awake()
-        self._cfunc(descs)
+        status = self._cfunc(words)
         if self._openmp:
             threads.call_ended()
-        if self.has_status and status[0]:
-            raise self._runtime_error(list(status))
+        if status is not None and status[0]:
+            raise self._runtime_error(status)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _runtime_error(self, status):

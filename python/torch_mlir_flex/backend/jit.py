@@ -76,7 +76,6 @@ class JitFunction:
             except (ir.MLIRError, ValueError) as e:
                 raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
             self.lowered = module
-            self._openmp = "convert-scf-to-openmp" in text
             try:
                 self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
                     module, opt_level=opt_level,
@@ -104,11 +103,7 @@ class JitFunction:
             raise FlexBackendError(f"JIT compilation of @{self.func_name} failed")
         self._cfunc = memref_abi.PackedCall(
             addr, [t.rank for t in self.arg_types + self.result_types], self.has_status)
-        self._awake = None  # the flag of flex-omp-if-awake, when the module has one
-        if _has_global(module, "_mlir_" + AWAKE_FLAG):
-            flag = self.engine.raw_lookup(AWAKE_FLAG)  # packed lookup adds `_mlir_`
-            if flag:
-                self._awake = ctypes.c_int8.from_address(flag)
+        self._set_spin_seconds(module)
         elt = lambda t: str(t.element_type)  # noqa: E731
         self._in_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.arg_types]
         self._out_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.result_types]
@@ -125,6 +120,17 @@ class JitFunction:
         if shape_checks is not None and shape_checks.num_inputs in (None, len(self.arg_types)):
             checks = shape_checks.merged_with(checks)
         self._check_shapes = checks.compile()
+
+    def _set_spin_seconds(self, module):
+        """Stores the workers' spin time into the module's guards of small
+        parallel regions (flex-omp-if-awake), when it has them."""
+        self.spin_seconds = None
+        if _has_global(module, "_mlir_" + SPIN_SECONDS):
+            addr = self.engine.raw_lookup(SPIN_SECONDS)  # packed lookup adds `_mlir_`
+            if not addr:
+                raise FlexBackendError(f"JIT compilation of @{self.func_name}: no {SPIN_SECONDS}")
+            self.spin_seconds = ctypes.c_double.from_address(addr)
+            self.spin_seconds.value = threads.spin_seconds()
 
     @staticmethod
     def _shared_libs(pipeline_text, shared_libs):
@@ -191,11 +197,7 @@ class JitFunction:
         words = []
         for t in ins + outs:
             words += memref_abi.descriptor_words(t)
-        if self._awake is not None:
-            self._awake.value = threads.workers_awake()
         status = self._cfunc(words)
-        if self._openmp:
-            threads.call_ended()
         if status is not None and status[0]:
             raise self._runtime_error(status)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -231,9 +233,10 @@ def _from_numpy(a, dtype):
     return t
 
 
-# The i8 global of flex-omp-if-awake (OmpIfAwake.cpp): 1 lets small ops
-# use the OpenMP threads at this call (threads.py).
-AWAKE_FLAG = "flex_threads_awake"
+# The f64 global of flex-omp-if-awake (OmpIfAwake.cpp): how long idle
+# OpenMP workers spin (threads.py); small parallel regions use the threads
+# only within that time after the module's last parallel region.
+SPIN_SECONDS = "flex_spin_seconds"
 
 
 def _has_global(module, name):

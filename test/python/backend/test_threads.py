@@ -1,8 +1,9 @@
-"""Small ops choose threads or one thread at each call (threads.py,
-flex-omp-if-awake): the lowered module of a small op carries the
-flex_threads_awake flag, both flag values give the one-thread result, and
-the flag follows the time since the last compiled OpenMP call."""
+"""Small ops use the OpenMP threads only while the workers spin
+(flex-omp-if-awake, threads.py): the lowered module of a small op carries
+the guard's globals, the spin time is stored into it, both choices give
+the one-thread result, and the last-end time follows the regions."""
 
+import ctypes
 import os
 import sys
 
@@ -32,36 +33,39 @@ def omp_lib():
 
 
 @pytest.mark.parametrize("M,N,small", [(1, 300, True), (512, 512, False)])
-def test_small_ops_get_the_flag(omp_lib, monkeypatch, M, N, small):
+def test_small_ops_get_the_guard(omp_lib, M, N, small):
     text = fi.attention_ir(B=1, Hq=4, M=M, N=N, E=64, mask_mod=fi.CAUSAL if M > 1 else None)
     fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True))
     lowered = str(fn.lowered)
     assert "omp.parallel" in lowered
-    assert ("@_mlir_flex_threads_awake" in lowered) == small
-    assert (fn._awake is not None) == small
+    assert ("@_mlir_flex_spin_seconds" in lowered) == small
+    assert (fn.spin_seconds is not None) == small
     q, k, v = _qkv(M, N)
     want = JitFunction(text, "f", pipeline="tiled-1t")(q, k, v)
-    for awake in (0, 1):
-        monkeypatch.setattr(threads, "workers_awake", lambda awake=awake: awake)
-        assert torch.equal(fn(q, k, v), want), awake
-        if small:
-            assert fn._awake.value == awake
+    if not small:
+        assert torch.equal(fn(q, k, v), want)
+        return
+    assert fn.spin_seconds.value == threads.spin_seconds()
+    for spin in (0.0, float("inf")):  # one thread; the threads
+        fn.spin_seconds.value = spin
+        assert torch.equal(fn(q, k, v), want), spin
 
 
-def test_flag_follows_the_last_call(omp_lib, monkeypatch):
+def test_last_end_follows_the_regions(omp_lib):
+    """The module's last_end is the end of its last region, on one thread
+    or on the threads."""
     text = fi.attention_ir(B=1, Hq=4, M=1, N=300, E=64)
     fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True))
+    last = ctypes.c_double.from_address(fn.engine.raw_lookup("flex_last_parallel_end"))
     q, k, v = _qkv(1, 300)
-    monkeypatch.setattr(threads, "_window", [1e-3])
-    monkeypatch.setattr(threads, "_last_end", [float("-inf")])
-    fn(q, k, v)  # no call before: one thread
-    assert fn._awake.value == 0
-    assert threads._last_end[0] > float("-inf")
-    fn(q, k, v)  # right after a call: the workers spin
-    assert fn._awake.value == 1
-    threads._last_end[0] -= 1.0  # a pause longer than the spin time
-    fn(q, k, v)
-    assert fn._awake.value == 0
+    last.value = -1e30  # (a cached library loaded before shares its globals)
+    fn.spin_seconds.value = 0.0
+    fn(q, k, v)  # one thread
+    first = last.value
+    assert first > 0  # omp_get_wtime() at the end of the region
+    fn.spin_seconds.value = float("inf")
+    fn(q, k, v)  # the threads
+    assert last.value >= first
 
 
 @pytest.mark.parametrize("env,seconds", [
@@ -76,3 +80,23 @@ def test_flag_follows_the_last_call(omp_lib, monkeypatch):
 ])
 def test_spin_seconds(env, seconds):
     assert threads.spin_seconds(env) == pytest.approx(seconds)
+
+
+def test_guard_of_a_cached_library(omp_lib, tmp_path, monkeypatch):
+    """A small op loaded from the compile cache (a shared library) gets its
+    spin time too, and its guard works."""
+    from torch_mlir_flex.backend import cache
+
+    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
+    text = fi.attention_ir(B=1, Hq=4, M=1, N=300, E=64)
+    pipe = tiled_pipeline(openmp=True)
+    JitFunction(text, "f", shared_libs=[omp_lib], pipeline=pipe)
+    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=pipe)
+    assert isinstance(fn.engine, cache.SharedObjectEngine)
+    assert fn.spin_seconds.value == threads.spin_seconds()
+    q, k, v = _qkv(1, 300)
+    want = JitFunction(text, "f", pipeline="tiled-1t")(q, k, v)
+    for spin in (0.0, float("inf")):
+        fn.spin_seconds.value = spin
+        assert torch.equal(fn(q, k, v), want), spin

@@ -263,7 +263,7 @@ def FlexSerializeForalls : Pass<"flex-serialize-foralls", "func::FuncOp"> {
     instead (their location becomes the name `flex.small_parallel` around
     the old one, which scf-forall-to-parallel and convert-scf-to-openmp
     carry to the omp.parallel they build); flex-omp-if-awake then lets the
-    caller choose threads or one thread at each call.
+    code choose threads or one thread each time the region is reached.
   }];
   let options = [
     Option<"runtimeChoice", "runtime-choice", "bool", /*default=*/"false",
@@ -273,32 +273,44 @@ def FlexSerializeForalls : Pass<"flex-serialize-foralls", "func::FuncOp"> {
 }
 
 def FlexOmpIfAwake : Pass<"flex-omp-if-awake", "ModuleOp"> {
-  let summary = "Run tagged omp.parallel regions on the threads only when "
-                "the caller says the workers are awake";
+  let summary = "Run tagged omp.parallel regions on the threads only while "
+                "the workers still spin";
   let description = [{
+    OpenMP workers spin for KMP_BLOCKTIME after a parallel region, then
+    sleep; waking them costs about 100 us here, more than a small op (a
+    decode step) takes on one thread, while awake workers make it faster.
     An omp.parallel whose location is the name `flex.small_parallel`
     (flex-serialize-foralls with `runtime-choice`) gets the clause
-    `if(flag != 0)`, where the flag is the i8 public global
-    `_mlir_flex_threads_awake` (created once per module, 0 initially).
-    When it is 0 the runtime runs the region on the calling thread without
-    waking the workers; the caller (the Python JIT) sets it to 1 when the
-    last compiled call ended less than KMP_BLOCKTIME ago, i.e. when the
-    workers still spin and a parallel region costs a few microseconds
-    instead of about 100. The `_mlir_` prefix lets ExecutionEngine's packed
-    lookup find it by the name `flex_threads_awake`.
+    `if(omp_get_wtime() - last_end < spin)`: with false the runtime runs the
+    region on the calling thread and wakes nobody. After every outermost
+    omp.parallel of the module, `last_end` becomes omp_get_wtime(), whether
+    the region ran on the threads or not: in a loop of back-to-back calls
+    the second call wakes the workers once and later ones find them
+    spinning; regions further apart than the spin time (a pause, or other
+    work between the layers of a model) stay on one thread. Both are
+    public f64 globals of the module:
+    `_mlir_flex_last_parallel_end` (initially -1e30) and
+    `_mlir_flex_spin_seconds` (initially 0, i.e. small regions on one
+    thread, until the caller stores the runtime's spin time; the `_mlir_`
+    prefix lets ExecutionEngine's packed lookup find them as
+    `flex_last_parallel_end` / `flex_spin_seconds`). Modules without a
+    tagged region are left alone.
 
     ```mlir
     omp.parallel { ... } loc(#small)   // #small = loc("flex.small_parallel"(...))
     ==>
-    %g = memref.get_global @_mlir_flex_threads_awake : memref<i8>
-    %f = memref.load %g[] : memref<i8>
-    %c = arith.cmpi ne, %f, %c0_i8 : i8
-    omp.parallel if(%c) { ... }
+    %now = func.call @omp_get_wtime() : () -> f64
+    %idle = arith.subf %now, %last_end : f64
+    %awake = arith.cmpf olt, %idle, %spin : f64
+    omp.parallel if(%awake) { ... }
+    %t = func.call @omp_get_wtime() : () -> f64
+    memref.store %t, %last_end_global[] : memref<f64>
     ```
   }];
   let dependentDialects = ["::mlir::omp::OpenMPDialect",
                            "::mlir::memref::MemRefDialect",
-                           "::mlir::arith::ArithDialect"];
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
 }
 
 def FlexOmpDynamicSchedule : Pass<"flex-omp-dynamic-schedule", "func::FuncOp"> {

@@ -12,13 +12,15 @@ does not preserve and applies the table.  Its fixed cost (patching every
 CompositeImplicitAutograd op of torch, then the re-trace) is ~0.1-0.2 s, most
 of the import stage of a flex_attention module.
 
-``decompositions_change_nothing`` says when that re-trace provably returns the
-same graph: every op of every graph is a functional aten/prims op with no
-CompositeImplicitAutograd kernel, not in the table, of static output shape,
-and the program has static shapes, no mutation, no dead node (but unused
-outputs of a node: ``getitem``) and no HOP but flex_attention.  Anything else (or anything unknown) answers False, so a
-program that needs decomposing always takes ``run_decompositions``.
-test_decomposition_skip.py checks the imported IR is identical either way.
+``decompositions_change_nothing`` says when that re-trace has nothing to
+change: every op of every graph is a functional aten/prims op with no
+CompositeImplicitAutograd kernel, not in the table, of static output shape and
+not one the re-trace rejects inside a modifier (``UNSUPPORTED_IN_MODIFIER``:
+those keep the explained error of ``_run_decompositions``); the program has
+static shapes, no mutation, no dead node (unused ``getitem`` outputs aside) and
+no HOP but flex_attention.  Anything else, or anything unknown, answers False:
+a program that needs decomposing always takes ``run_decompositions``.
+test_decomposition_skip.py checks that the imported IR is the same either way.
 """
 
 import operator

@@ -36,11 +36,16 @@ class Flex(torch.nn.Module):
         self.kind = kind
         self.register_buffer("slopes", torch.linspace(0.1, 0.8, H))
         self.lin = torch.nn.Linear(D, D)
+        self.w = torch.nn.Parameter(torch.randn(D))
+        self.register_buffer("nb", torch.randn(D), persistent=False)
+        self.c = torch.randn(D)  # a lifted constant
 
     def forward(self, q, k, v, doc):
         kind = self.kind
         if kind == "softcap_causal":
             return flex_attention(q, k, v, score_mod=softcap, block_mask=CAUSAL)
+        if kind == "state":  # a parameter, a non-persistent buffer, a constant
+            return flex_attention(q * self.w, k + self.nb, v * self.c, block_mask=CAUSAL)
         if kind == "gqa_lse":
             return flex_attention(q, k, v, block_mask=CAUSAL, enable_gqa=True, return_lse=True, scale=0.3)
         if kind == "captured_buffer":
@@ -58,8 +63,8 @@ class Flex(torch.nn.Module):
 
 
 # kind -> whether run_decompositions is skipped
-KINDS = {"softcap_causal": True, "gqa_lse": True, "captured_buffer": False, "mask_in_forward": False,
-         "and_mask": False, "linear_block": False}
+KINDS = {"softcap_causal": True, "state": True, "gqa_lse": True, "captured_buffer": False,
+         "mask_in_forward": False, "and_mask": False, "linear_block": False}
 
 
 def inputs(kind):
@@ -77,7 +82,7 @@ def _import(kind, mutation, monkeypatch, always_retrace):
         decisions.append(False if always_retrace else decompositions_change_nothing(prog, table))
         return decisions[-1]
 
-    torch.manual_seed(0)  # the same Linear weights on both paths
+    torch.manual_seed(0)  # the same weights on both paths
     model = Flex(kind).eval()
     with monkeypatch.context() as m:
         m.setattr(fx_importer, "decompositions_change_nothing", check)

@@ -112,9 +112,9 @@ PIPELINES = {
 # and 127 us on two; causal S=128 D=64 H=8 in 181 us and 245 us; at S=256
 # two threads won (481 vs 553 us). With awake workers (back-to-back calls)
 # two threads won at those sizes too (decode S=1024 D=64: 50-59 us against
-# 69-86 us), so the choice is made at each call: flex-omp-if-awake guards
-# these regions with a flag that jit.py sets when the last call ended
-# within KMP_BLOCKTIME (threads.py).
+# 69-86 us), so the choice is made where the region starts:
+# flex-omp-if-awake runs these regions on the threads only within
+# KMP_BLOCKTIME after the module's last region (threads.py).
 SERIAL_BELOW_US = 250
 
 

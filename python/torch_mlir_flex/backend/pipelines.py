@@ -112,33 +112,44 @@ PIPELINES = {
 # and 127 us on two; causal S=128 D=64 H=8 in 181 us and 245 us; at S=256
 # two threads won (481 vs 553 us). With awake workers (back-to-back calls)
 # two threads won at those sizes too (decode S=1024 D=64: 50-59 us against
-# 69-86 us), so the choice is made where the region starts:
-# flex-omp-if-awake runs these regions on the threads only within
-# KMP_BLOCKTIME after the module's last region (threads.py).
+# 69-86 us). `small_ops_when_awake` (default $FLEX_SMALL_OPS_WHEN_AWAKE,
+# else off) makes the choice where such a region starts instead:
+# flex-omp-if-awake runs it on the threads only within KMP_BLOCKTIME after
+# the module's last region (threads.py). Off by default: with torch's own
+# threads in the process (after torch ops ran), two-thread small regions
+# here were often preempted: decode S=1024 D=64 took 33-44 us in a loop of
+# our calls alone but 116-174 us after torch.compile calls (about 2
+# involuntary context switches per call), against a steady 50-65 us on one
+# thread.
 SERIAL_BELOW_US = 250
 
 
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
                    num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1,
-                   serial_below_us: int = SERIAL_BELOW_US) -> str:
+                   serial_below_us: int = SERIAL_BELOW_US,
+                   small_ops_when_awake=None) -> str:
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
     elif bf16_dot and not host_has_avx512_bf16():
         # The JIT compiles for this CPU: the instructions would be illegal.
         raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
     bf16_dot = bool(bf16_dot) and vectorize
-    if split_keys_tasks < 0:
-        import os
+    import os
 
+    if split_keys_tasks < 0:
         split_keys_tasks = int(os.environ.get("FLEX_SPLIT_KEYS_TASKS", "0"))
+    if small_ops_when_awake is None:
+        small_ops_when_awake = os.environ.get("FLEX_SMALL_OPS_WHEN_AWAKE", "0") == "1"
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}"
              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
              f"{' bf16-dot=1' if bf16_dot else ''}}})")
-    forall = ("func.func(flex-serialize-foralls{runtime-choice=1},scf-forall-to-parallel),"
-              f"convert-scf-to-openmp{{num-threads={num_threads}}},flex-omp-if-awake,"
+    choice = "{runtime-choice=1}" if small_ops_when_awake else ""
+    forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
+              f"convert-scf-to-openmp{{num-threads={num_threads}}},"
+              f"{'flex-omp-if-awake,' if small_ops_when_awake else ''}"
               "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"
               if openmp else "func.func(scf-forall-to-for)")
     # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers

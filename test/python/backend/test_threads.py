@@ -1,5 +1,6 @@
-"""Small ops use the OpenMP threads only while the workers spin
-(flex-omp-if-awake, threads.py): the lowered module of a small op carries
+"""Small ops stay on one thread by default; with small_ops_when_awake they
+use the OpenMP threads only while the workers spin (flex-omp-if-awake,
+threads.py): the lowered module of a small op carries
 the guard's globals, the spin time is stored into it, both choices give
 the one-thread result, and the last-end time follows the regions."""
 
@@ -32,10 +33,23 @@ def omp_lib():
     return lib
 
 
+@pytest.mark.parametrize("M,N,parallel", [(1, 300, False), (512, 512, True)])
+def test_small_ops_on_one_thread_by_default(omp_lib, M, N, parallel):
+    """Without small_ops_when_awake, ops estimated below SERIAL_BELOW_US on
+    one thread get no parallel region; larger ones keep it."""
+    text = fi.attention_ir(B=1, Hq=4, M=M, N=N, E=64, mask_mod=fi.CAUSAL if M > 1 else None)
+    fn = JitFunction(text, "f", shared_libs=[omp_lib],
+                     pipeline=tiled_pipeline(openmp=True, small_ops_when_awake=False))
+    assert ("omp.parallel" in str(fn.lowered)) == parallel, (M, N)
+    assert fn.spin_seconds is None
+    q, k, v = _qkv(M, N)
+    assert torch.equal(fn(q, k, v), JitFunction(text, "f", pipeline="tiled-1t")(q, k, v))
+
+
 @pytest.mark.parametrize("M,N,small", [(1, 300, True), (512, 512, False)])
 def test_small_ops_get_the_guard(omp_lib, M, N, small):
     text = fi.attention_ir(B=1, Hq=4, M=M, N=N, E=64, mask_mod=fi.CAUSAL if M > 1 else None)
-    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True))
+    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True, small_ops_when_awake=True))
     lowered = str(fn.lowered)
     assert "omp.parallel" in lowered
     assert ("@_mlir_flex_spin_seconds" in lowered) == small
@@ -55,7 +69,7 @@ def test_last_end_follows_the_regions(omp_lib):
     """The module's last_end is the end of its last region, on one thread
     or on the threads."""
     text = fi.attention_ir(B=1, Hq=4, M=1, N=300, E=64)
-    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True))
+    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True, small_ops_when_awake=True))
     last = ctypes.c_double.from_address(fn.engine.raw_lookup("flex_last_parallel_end"))
     q, k, v = _qkv(1, 300)
     last.value = -1e30  # (a cached library loaded before shares its globals)
@@ -90,7 +104,7 @@ def test_guard_of_a_cached_library(omp_lib, tmp_path, monkeypatch):
     monkeypatch.setenv(cache.DIR_ENV, str(tmp_path))
     monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
     text = fi.attention_ir(B=1, Hq=4, M=1, N=300, E=64)
-    pipe = tiled_pipeline(openmp=True)
+    pipe = tiled_pipeline(openmp=True, small_ops_when_awake=True)
     JitFunction(text, "f", shared_libs=[omp_lib], pipeline=pipe)
     fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=pipe)
     assert isinstance(fn.engine, cache.SharedObjectEngine)

@@ -20,6 +20,7 @@ starts with the stage, e.g. ``frontend: op 'tm_tensor.sort' (from aten.sort)
 has no lowering ...``; the original exception is chained as ``__cause__``.
 """
 
+import contextlib
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
@@ -281,6 +282,11 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
+    with _older_objects_frozen():
+        return _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level)
+
+
+def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level):
     # BlockMask arguments become tensors (block_mask_args.py).
     model, example_args, dynamic_shapes, layout = flatten_block_masks(model, example_args, dynamic_shapes)
     example_args = unalias(example_args)
@@ -313,6 +319,27 @@ def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "ma
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _older_objects_frozen():
+    """The objects that exist when a compile starts (torch's modules alone
+    are about 420k tracked objects) kept out of the cyclic GC's full
+    collections for its duration: export and import allocate enough to
+    trigger them, and each took 0.23-0.36 s, in about one compile in three
+    (measured: causal bf16 S=1024 compiled in 0.45 s instead of 0.76 s).
+    They are unfrozen after, so later collections see them as before; left
+    alone when the caller froze objects or disabled the GC."""
+    import gc
+
+    if gc.get_freeze_count() or not gc.isenabled():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _wrap_callable(fn):

@@ -338,3 +338,36 @@ def test_cli_errors(files, name, message):
     assert r.returncode == 1
     assert message in r.stderr and "torch-mlir-flex: error:" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_compile_freezes_older_objects_only_while_it_runs(monkeypatch):
+    """Objects older than the compile are out of the GC's full collections
+    during it (compile._older_objects_frozen) and back after, also when it
+    fails; objects the caller froze stay frozen."""
+    import gc
+    import importlib
+
+    compile_mod = importlib.import_module("torch_mlir_flex.backend.compile")
+
+    seen = []
+    real_jit = compile_mod.jit
+
+    def jit(*a, **k):
+        seen.append(gc.get_freeze_count())
+        return real_jit(*a, **k)
+
+    monkeypatch.setattr(compile_mod, "jit", jit)
+    fn = lambda x: torch.exp(x)  # noqa: E731
+    assert gc.get_freeze_count() == 0
+    torch_mlir_flex.compile(fn, (torch.randn(4),), backend="reference")
+    assert seen[-1] > 0 and gc.get_freeze_count() == 0
+    with pytest.raises(FlexCompileError):
+        torch_mlir_flex.compile(fn, ("not a tensor",), backend="reference")
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        torch_mlir_flex.compile(fn, (torch.randn(4),), backend="reference")
+        assert gc.get_freeze_count() > frozen // 2  # (freed ones leave the count)
+    finally:
+        gc.unfreeze()

@@ -239,17 +239,21 @@ def _from_numpy(a, dtype):
 SPIN_SECONDS = "flex_spin_seconds"
 
 
-def _has_global(module, name):
+def _top_level_op(module, op_name, sym_name):
+    """The op `op_name` of `module`'s body whose symbol is `sym_name`, or None."""
     for op in module.body.operations:
-        if op.operation.name == "llvm.mlir.global" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            return True
-    return False
+        if op.operation.name == op_name and ir.StringAttr(op.attributes["sym_name"]).value == sym_name:
+            return op
+    return None
+
+
+def _has_global(module, name):
+    return _top_level_op(module, "llvm.mlir.global", name) is not None
 
 
 def _llvm_arg_count(module, name):
     """Argument count of the lowered llvm.func `name`, or None."""
-    for op in module.body.operations:
-        if op.operation.name == "llvm.func" and ir.StringAttr(op.attributes["sym_name"]).value == name:
-            if op.regions[0].blocks:
-                return len(op.regions[0].blocks[0].arguments)
-    return None
+    op = _top_level_op(module, "llvm.func", name)
+    if op is None or not op.regions[0].blocks:
+        return None
+    return len(op.regions[0].blocks[0].arguments)

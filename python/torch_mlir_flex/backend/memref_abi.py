@@ -53,7 +53,6 @@ class PackedCall:
         self._buffer = ctypes.c_int64 * (at + (4 if status else 0))
         # Byte offsets of the head words: the slots, then the descriptors.
         self._head = [_WORD * (n + i) for i in range(n)] + [_WORD * d for d in desc]
-        self.num_args = len(ranks)
 
     def __call__(self, words):
         """`words`: the descriptors of the memref arguments, concatenated

@@ -105,10 +105,9 @@ PIPELINES = {
 # busy, so the split cost 10-50% with one (b, h) row tile and gained
 # nothing (docs in benchmarks/decode.py).
 # With OpenMP, ops whose estimated one-thread time is below this (static
-# shapes; FlashTiling.cpp's estimateOneThreadMicros) run on one thread
-# unless the workers are awake: starting and joining a parallel region
-# whose workers sleep (the first call after 1 ms idle, KMP_BLOCKTIME) took
-# about 100 us here, e.g. decode S=1024 D=64 H=8 ran in 65 us on one thread
+# shapes; FlashTiling.cpp's estimateOneThreadMicros) run on one thread:
+# starting and joining a parallel region whose workers sleep (the first
+# call after 1 ms idle, KMP_BLOCKTIME) took about 100 us here, e.g. decode S=1024 D=64 H=8 ran in 65 us on one thread
 # and 127 us on two; causal S=128 D=64 H=8 in 181 us and 245 us; at S=256
 # two threads won (481 vs 553 us). With awake workers (back-to-back calls)
 # two threads won at those sizes too (decode S=1024 D=64: 50-59 us against

@@ -72,9 +72,12 @@ struct AwakeState {
         /*constant=*/false, /*alignment=*/nullptr);
   }
 
+  Value ref(OpBuilder &b, Location loc, memref::GlobalOp g) {
+    return memref::GetGlobalOp::create(b, loc, g.getType(), g.getSymName());
+  }
+
   Value load(OpBuilder &b, Location loc, memref::GlobalOp g) {
-    Value m = memref::GetGlobalOp::create(b, loc, g.getType(), g.getSymName());
-    return memref::LoadOp::create(b, loc, m, ValueRange{});
+    return memref::LoadOp::create(b, loc, ref(b, loc, g), ValueRange{});
   }
 
   Value now(OpBuilder &b, Location loc) {
@@ -91,9 +94,7 @@ struct AwakeState {
   /// After a region: lastEnd = now.
   void ended(OpBuilder &b, Location loc) {
     Value t = now(b, loc);
-    Value m = memref::GetGlobalOp::create(b, loc, lastEnd.getType(),
-                                          lastEnd.getSymName());
-    memref::StoreOp::create(b, loc, t, m, ValueRange{});
+    memref::StoreOp::create(b, loc, t, ref(b, loc, lastEnd), ValueRange{});
   }
 };
 

@@ -21,12 +21,15 @@
 // CHECK: %[[VREST:.*]] = tensor.extract_slice %[[V:.*]][0, 0, 32, 0] [1, 2, 8, 16] [1, 1, 1, 1] : tensor<1x2x40x16xf32> to tensor<1x2x8x16xf32>
 // CHECK: %[[VTAIL:.*]] = tensor.pad %[[VREST]] low[0, 0, 0, 0] high[0, 0, 8, 0]
 // CHECK: tensor.pad %{{.*}} low[0, 0, 0, 0] high[0, 0, 8, 0]
-// K^T in 16 x 16 vector blocks (f32, E and Nt multiples of 16):
-// CHECK: scf.for %{{.*}} = %c0 to %c48 step %c16 iter_args(%{{.*}}) -> (tensor<16x48xf32>)
+// K^T per key block ([3, E, Nt]) from 16 x 16 vector blocks (f32, E and
+// Nt multiples of 16):
+// CHECK: scf.for %{{.*}} = %c0 to %c48 step %c16 iter_args(%{{.*}}) -> (tensor<3x16x16xf32>)
+// CHECK: %[[KBLK:.*]] = arith.divui %{{.*}}, %c16 : index
+// CHECK: %[[KCOL:.*]] = arith.remui %{{.*}}, %c16 : index
 // CHECK-COUNT-16: vector.transfer_read {{.*}} : tensor<48x16xf32>, vector<16xf32>
 // CHECK: vector.to_elements
 // CHECK: vector.from_elements
-// CHECK: vector.transfer_write {{.*}}[%c0, %{{.*}}] {{.*}} : vector<16xf32>, tensor<16x48xf32>
+// CHECK: vector.transfer_write {{.*}}[%[[KBLK]], %c0, %[[KCOL]]] {{.*}} : vector<16xf32>, tensor<3x16x16xf32>
 // CHECK: %[[LOOP:.*]]:3 = scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
 // CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
 // CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %{{.*}} : index
@@ -34,7 +37,8 @@
 // CHECK: scf.if %[[EMPTY]]
 // CHECK-NEXT: scf.yield %[[MX]], %[[L]], %[[ACC]]
 // CHECK: scf.if %[[FULL]]
-// CHECK: %[[KB:.*]] = tensor.extract_slice %{{.*}}[0, %[[H]], 0, %[[N0]]] [1, 1, 16, 16] {{.*}} to tensor<16x16xf32>
+// CHECK: %[[JB:.*]] = arith.divui %[[N0]], %c16 : index
+// CHECK: %[[KB:.*]] = tensor.extract_slice %{{.*}}[0, %[[H]], %[[JB]], 0, 0] [1, 1, 1, 16, 16] {{.*}} : tensor<1x2x3x16x16xf32> to tensor<16x16xf32>
 // CHECK: %[[VB:.*]] = tensor.extract_slice %[[V]][0, %[[H]], %[[N0]], 0] [1, 1, 16, 16] {{.*}} : tensor<1x2x40x16xf32> to tensor<16x16xf32>
 // CHECK: flex.online_attention ins(%[[QT]], %[[KB]], %[[VB]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
 // CHECK-SAME: at(%c0, %[[H]], %[[M0]], %[[N0]]) bounds(%[[ROWS]], %c40)
@@ -86,7 +90,7 @@ module attributes {transform.with_named_sequence} {
 // CHECK: scf.forall (%[[B:.*]], %[[H:.*]]) in (2, 8)
 // CHECK: %[[KH:.*]] = arith.divui %[[H]], %c4 : index
 // CHECK-NOT: scf.if
-// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], 0, %{{.*}}] [1, 1, 16, 16]
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], %{{.*}}, 0, 0] [1, 1, 1, 16, 16]
 // CHECK: flex.online_attention ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x24xf32>)
 // CHECK-SAME: captures(%{{.*}} : tensor<8xf32>) at(%[[B]], %[[H]], %c0, %{{.*}}) bounds(%c16, %c32)
 // CHECK-SAME: score_mod {

@@ -37,9 +37,10 @@
 // CHECK: return %[[ST]]#0, %[[LN]], %[[AN]]
 // VEC-LABEL: func.func @block
 // VEC: %[[SC:.*]] = arith.constant dense<2.500000e-01> : vector<32xf32>
-// Q.K^T: 4 rows of S in registers over E = 16, one FMA with a row of K^T.
-// VEC: scf.for {{.*}} = %c0 to %c8 step %c4 iter_args(%{{.*}}) -> (tensor<8x32xf32>)
-// VEC: scf.for {{.*}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
+// Q.K^T: all 8 rows of S in registers over E = 16 (one step of 8 rows),
+// one FMA per row with a row of K^T.
+// VEC-NOT: scf.for {{.*}} -> (tensor<8x32xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c16 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
 // VEC: vector.fma {{.*}} : vector<32xf32>
 // The sums times the scale (0.25) as they are written: the scores tile
 // below (mask and key padding) does not multiply again.
@@ -54,7 +55,7 @@
 // VEC: vector.extract_strided_slice {{.*}} : vector<32xf32> to vector<16xf32>
 // VEC: math.floor {{.*}} : vector<32xf32>
 // P.V: rows of acc scaled by corr, FMA with rows of V over the 32 keys.
-// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<12xf32>, vector<12xf32>, vector<12xf32>, vector<12xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<12xf32>, vector<12xf32>, vector<12xf32>, vector<12xf32>, vector<12xf32>, vector<12xf32>, vector<12xf32>, vector<12xf32>)
 // VEC: vector.fma {{.*}} : vector<12xf32>
 // VEC-NOT: linalg.generic {{.*}}["parallel", "reduction", "parallel"]
 // VEC: return

@@ -10,9 +10,11 @@
 // each block's flex.online_attention decomposed into Q.K^T, scores on
 // global indices, the softmax update and P.V, then the normalization.
 // CHECK-LABEL: func.func @causal
-// K^T, one transpose per (batch, kv head) in its own forall:
-// CHECK: %[[KT:.*]] = scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}}) -> (tensor<1x4x32x128xf32>)
-// CHECK: linalg.transpose ins(%{{.*}} : tensor<128x32xf32>) outs(%{{.*}} : tensor<32x128xf32>) permutation = [1, 0]
+// K^T per key block ([2, E, Nt]), one transpose per (batch, kv head) in
+// its own forall:
+// CHECK: %[[KT:.*]] = scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}}) -> (tensor<1x4x2x32x64xf32>)
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2]] output_shape [2, 64, 32] : tensor<128x32xf32> into tensor<2x64x32xf32>
+// CHECK: linalg.transpose ins(%{{.*}} : tensor<2x64x32xf32>) outs(%{{.*}} : tensor<2x32x64xf32>) permutation = [0, 2, 1]
 // CHECK: tensor.parallel_insert_slice
 // (the unit batch loop is folded away by -canonicalize)
 // CHECK: scf.forall (%[[H:.*]], %[[M0:.*]]) = (0, 0) to (4, 128) step (1, 64) shared_outs(%[[O:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}})
@@ -31,11 +33,13 @@
 // CHECK: } else {
 // A full block runs without the mask:
 // CHECK: scf.if %[[FULL]]
-// CHECK: tensor.extract_slice %[[KT]][0, %[[H]], 0, %[[N0]]] [1, 1, 32, 64]
+// CHECK: %[[JB:.*]] = arith.divui %[[N0]], %c64 : index
+// CHECK: tensor.extract_slice %[[KT]][0, %[[H]], %[[JB]], 0, 0] [1, 1, 1, 32, 64]
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} ins(%[[QT]], %{{.*}} : tensor<64x32xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<64x64xf32>)
 // CHECK-NOT: arith.cmpi
 // CHECK: } else {
-// CHECK: tensor.extract_slice %[[KT]][0, %[[H]], 0, %[[N0]]] [1, 1, 32, 64]
+// CHECK: %[[JB2:.*]] = arith.divui %[[N0]], %c64 : index
+// CHECK: tensor.extract_slice %[[KT]][0, %[[H]], %[[JB2]], 0, 0] [1, 1, 1, 32, 64]
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<64x64xf32>)
 // The scores see global indices: m0 + linalg.index 0, n0 + linalg.index 1.
 // CHECK: arith.mulf
@@ -74,25 +78,29 @@
 // CHECK-NOT: tensor<1x4x128x128xf32>
 // VEC-LABEL: func.func @causal
 // K^T as 16 x 16 vector blocks, one transpose per block:
-// VEC: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}}) -> (tensor<1x4x32x128xf32>)
-// VEC: scf.for %{{.*}} = %c0 to %c128 step %c16 iter_args(%{{.*}}) -> (tensor<32x128xf32>)
-// VEC: scf.for %{{.*}} = %c0 to %c32 step %c16 iter_args(%{{.*}}) -> (tensor<32x128xf32>)
+// VEC: scf.forall (%{{.*}}) in (4) shared_outs(%{{.*}}) -> (tensor<1x4x2x32x64xf32>)
+// VEC: scf.for %{{.*}} = %c0 to %c128 step %c16 iter_args(%{{.*}}) -> (tensor<2x32x64xf32>)
+// VEC: scf.for %{{.*}} = %c0 to %c32 step %c16 iter_args(%{{.*}}) -> (tensor<2x32x64xf32>)
 // VEC-COUNT-16: vector.transfer_read {{.*}} : tensor<128x32xf32>, vector<16xf32>
 // VEC: vector.from_elements
-// VEC-COUNT-16: vector.transfer_write {{.*}} : vector<16xf32>, tensor<32x128xf32>
-// VEC: scf.for %[[MB:.*]] = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
-// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
-// VEC: vector.transfer_read {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<64xf32>
-// VEC: vector.fma {{.*}} : vector<64xf32>
-// VEC: vector.transfer_write {{.*}} : vector<64xf32>, tensor<64x64xf32>
+// VEC-COUNT-16: vector.transfer_write {{.*}} : vector<16xf32>, tensor<2x32x64xf32>
+// Q.K^T in two column chunks of 32 (kQKChunk), 8 rows x 2 registers:
+// VEC: scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c0], {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<32xf32>
+// VEC: vector.fma {{.*}} : vector<32xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c0] {in_bounds = [true]} : vector<32xf32>, tensor<64x64xf32>
+// VEC: scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c32], {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<32xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c32] {in_bounds = [true]} : vector<32xf32>, tensor<64x64xf32>
 // VEC: linalg.generic
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
 // VEC: vector.extract_strided_slice {{.*}} : vector<64xf32> to vector<32xf32>
 // VEC: math.floor {{.*}} : vector<64xf32>
 // VEC: tensor.insert
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x32xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}}) -> (tensor<64x32xf32>)
 // VEC: arith.mulf {{.*}} : vector<32xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
 // VEC: vector.fma {{.*}} : vector<32xf32>
 // VEC: scf.forall.in_parallel
 // VEC-NOT: tensor<1x4x128x128xf32>
@@ -122,7 +130,7 @@ func.func @causal(%q: tensor<1x4x128x32xf32>, %k: tensor<1x4x128x32xf32>, %v: te
 // CHECK-LABEL: func.func @gqa_capture
 // CHECK: scf.forall (%[[B:.*]], %[[H:.*]]) in (2, 8)
 // CHECK: %[[KH:.*]] = arith.divui %[[H]], %c4 : index
-// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], 0, 0] [1, 1, 16, 64] {{.*}} to tensor<16x64xf32>
+// CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], 0, 0, 0] [1, 1, 1, 16, 64] {{.*}} to tensor<16x64xf32>
 // CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], 0, 0] [1, 1, 64, 24] {{.*}} to tensor<64x24xf32>
 // CHECK: linalg.generic
 // CHECK: tensor.extract %{{.*}}[%[[H]]] : tensor<8xf32>
@@ -326,12 +334,13 @@ func.func @softcap(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: ten
 // -----
 
 // Head dim 256 stays on the vector path: Q.K^T reduces over E = 256 with
-// rows of S in registers, and P.V splits the rows of acc (and V) into four
-// column chunks of 64 (4 rows x 4 registers each), at offsets 0 .. 192.
+// 8 rows of S in registers (chunks of 32 columns), and P.V splits the
+// rows of acc (and V) into four column chunks of 64 (4 rows x 4 registers
+// each), at offsets 0 .. 192.
 // VEC-LABEL: func.func @head_dim_256
 // VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
-// VEC: scf.for {{.*}} = %c0 to %c256 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
-// VEC: vector.fma {{.*}} : vector<64xf32>
+// VEC: scf.for {{.*}} = %c0 to %c256 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
+// VEC: vector.fma {{.*}} : vector<32xf32>
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
 // VEC: vector.transfer_read {{.*}}[%{{.*}}, %c0], {{.*}} : tensor<64x256xf32>, vector<64xf32>
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
@@ -367,7 +376,7 @@ func.func @head_dim_256(%q: tensor<1x1x64x256xf32>, %k: tensor<1x1x64x256xf32>, 
 // acc per step (5 registers each).
 // VEC-LABEL: func.func @head_dim_80
 // VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
-// VEC: scf.for {{.*}} = %c0 to %c80 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: scf.for {{.*}} = %c0 to %c80 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c2 iter_args(%{{.*}}) -> (tensor<64x80xf32>)
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<80xf32>, vector<80xf32>)
 // VEC: vector.fma {{.*}} : vector<80xf32>

@@ -104,8 +104,12 @@ static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
   if (lay.pairedKey)
     k = sliceKeyPairs(b, loc, keys, t.kb, t.kh, n0, t.e, t.tileN);
   else if (lay.transposedKey)
-    k = slice2d(b, loc, keys, {t.kb, t.kh, z, n0}, t.e, t.tileN,
-                {one, one, eA, ntA});
+    k = slice2d(b, loc, keys,
+                {t.kb, t.kh,
+                 b.createOrFold<arith::DivUIOp>(
+                     loc, n0, arith::ConstantIndexOp::create(b, loc, t.tileN)),
+                 z, z},
+                t.e, t.tileN, {one, one, one, eA, ntA});
   else
     k = slice2d(b, loc, keys, {t.kb, t.kh, kRow, z}, t.tileN, t.e,
                 {one, one, ntA, eA});

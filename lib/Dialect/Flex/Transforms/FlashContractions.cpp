@@ -109,7 +109,7 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
   if (qkTileAppliesScale(op, cfg)) {
     Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
     return buildBroadcastFmaKernel(b, loc,
-                                   {q, k, s, Value(), mt, e, nt, scale});
+                                   {q, k, s, Value(), mt, e, nt, scale, kQKChunk});
   }
   if (cfg.vectorize)
     return buildQKRows(b, loc, q, k, s);

@@ -1,7 +1,8 @@
 //===- FlashKeyValueLayout.cpp - K/V padded to key blocks, K transposed ---===//
 //
-// Built once per flex.attention, ahead of its row tiles: K transposed to
-// [Bkv, Hkv, E, Np] so that the Q.K^T micro-kernel reads contiguous keys,
+// Built once per flex.attention, ahead of its row tiles: K transposed per
+// key block to [Bkv, Hkv, Np / Nt, E, Nt] so that the Q.K^T micro-kernel
+// reads contiguous keys from a contiguous block,
 // padded with zeros along N to a multiple of the key block Nt (the padded
 // keys are masked by flex.online_attention's `kv_len`). V, and K rows for
 // decode, are read in place: only their last, partial block is copied
@@ -44,14 +45,14 @@ static Value padKeys(OpBuilder &b, Location loc, Value src, Value n,
                                src, low, high, zero);
 }
 
-/// dst[E, Np] = src[Np, E]^T for f32 with E and Np multiples of 16: per
-/// 16 x 16 block, 16 vector row reads, a vector.transpose (canonicalized
-/// into element moves between the row vectors, which LLVM turns into
-/// shuffles) and 16 vector row writes, instead of an element-by-element
-/// copy of strided scalars (measured 20-30% of a 16-row query over 4096
-/// keys).
+/// dst[NB, E, Nt] = src[Np, E] blocked and transposed (dst[j, e, c] =
+/// src[j * Nt + c, e]) for f32 with E and Nt multiples of 16: per 16 x 16
+/// block, 16 vector row reads, a vector.transpose (canonicalized into
+/// element moves between the row vectors, which LLVM turns into shuffles)
+/// and 16 vector row writes, instead of an element-by-element copy of
+/// strided scalars (measured 20-30% of a 16-row query over 4096 keys).
 static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
-                               Value dst, int64_t e) {
+                               Value dst, int64_t e, int64_t nt) {
   constexpr int64_t kB = 16;
   auto rowTy = VectorType::get({kB}, b.getF32Type());
   auto blockTy = VectorType::get({kB, kB}, b.getF32Type());
@@ -59,6 +60,7 @@ static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
   Value step = arith::ConstantIndexOp::create(b, loc, kB);
   Value np = tensor::DimOp::create(b, loc, src, 0);
   Value pad = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  Value ntV = arith::ConstantIndexOp::create(b, loc, nt);
   auto idx = [&](OpBuilder &nb, Location l, Value base, int64_t i) -> Value {
     return arith::AddIOp::create(nb, l, base,
                                  arith::ConstantIndexOp::create(nb, l, i));
@@ -66,6 +68,8 @@ static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
   auto nLoop = scf::ForOp::create(
       b, loc, c0, np, step, ValueRange{dst},
       [&](OpBuilder &nb, Location l, Value n0, ValueRange nIt) {
+        Value blk = arith::DivUIOp::create(nb, l, n0, ntV);
+        Value col = arith::RemUIOp::create(nb, l, n0, ntV);
         auto eLoop = scf::ForOp::create(
             nb, l, c0, arith::ConstantIndexOp::create(nb, l, e), step, nIt,
             [&](OpBuilder &eb, Location el, Value e0, ValueRange it) {
@@ -83,7 +87,8 @@ static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
               for (int64_t j = 0; j < kB; ++j) {
                 Value row = vector::ExtractOp::create(eb, el, tr, j);
                 out = vector::TransferWriteOp::create(
-                          eb, el, row, out, ValueRange{idx(eb, el, e0, j), n0},
+                          eb, el, row, out,
+                          ValueRange{blk, idx(eb, el, e0, j), col},
                           ArrayRef<bool>{true})
                           .getResult();
               }
@@ -94,43 +99,61 @@ static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
   return nLoop.getResult(0);
 }
 
-/// [Bkv, Hkv, Np, E] -> [Bkv, Hkv, E, Np], one transpose per (batch, head);
-/// `blocks16` when f32 with E and Np multiples of 16 (vector blocks).
-static Value transposeKeys(OpBuilder &b, Location loc, Value k,
-                           bool blocks16) {
+/// [Bkv, Hkv, Np, E] -> [Bkv, Hkv, Np / Nt, E, Nt]: K transposed per key
+/// block, so that one block of K^T is contiguous (E rows of Nt keys). A
+/// transpose of all of [Np, E] put the E rows of a block Np floats apart:
+/// at Np = 4096 (16 KiB) those rows fell into 8 sets of the L2 cache and
+/// evicted each other (f32 Q.K^T at head dim 256 ran 17% slower per flop
+/// than at Np = 1024). One transpose per (batch, head) in an scf.forall;
+/// `blocks16` when f32 with E and Nt multiples of 16 (vector blocks).
+static Value transposeKeys(OpBuilder &b, Location loc, Value k, int64_t nt,
+                           Value numBlocks, bool blocks16) {
   auto t = cast<RankedTensorType>(k.getType());
   Type elt = t.getElementType();
   int64_t np = t.getDimSize(2), e = t.getDimSize(3);
-  SmallVector<int64_t> shape = {t.getDimSize(0), t.getDimSize(1), e, np};
+  int64_t nb = ShapedType::isDynamic(np) ? ShapedType::kDynamic : np / nt;
+  SmallVector<int64_t> shape = {t.getDimSize(0), t.getDimSize(1), nb, e, nt};
   SmallVector<Value> dyn;
-  for (int64_t d : {0, 1, 2})
+  for (int64_t d : {0, 1})
     if (t.isDynamicDim(d))
       dyn.push_back(tensor::DimOp::create(b, loc, k, d));
+  if (ShapedType::isDynamic(nb))
+    dyn.push_back(numBlocks);
   Value init = tensor::EmptyOp::create(b, loc, shape, elt, dyn);
   OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
-  OpFoldResult eA = b.getIndexAttr(e), npA = extent(b, loc, k, 2);
+  OpFoldResult eA = b.getIndexAttr(e), ntA = b.getIndexAttr(nt);
+  OpFoldResult npA = extent(b, loc, k, 2), nbA = extent(b, loc, init, 2);
   auto forall = scf::ForallOp::create(
       b, loc, ArrayRef<OpFoldResult>{extent(b, loc, k, 0), extent(b, loc, k, 1)},
       ValueRange{init}, std::nullopt);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(forall.getTerminator());
   Value bi = forall.getInductionVars()[0], hi = forall.getInductionVars()[1];
-  SmallVector<OpFoldResult> unit(4, one);
   Value dest = forall.getRegionIterArgs()[0];
+  SmallVector<OpFoldResult> offsets = {bi, hi, zero, zero, zero};
+  SmallVector<OpFoldResult> sizes = {one, one, nbA, eA, ntA};
+  SmallVector<OpFoldResult> unit(5, one);
   Value src = tensor::ExtractSliceOp::create(
       b, loc, RankedTensorType::get({np, e}, elt), k, {bi, hi, zero, zero},
-      {one, one, npA, eA}, unit);
-  Value dst = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({e, np}, elt), dest, {bi, hi, zero, zero},
-      {one, one, eA, npA}, unit);
-  Value tr = blocks16 ? transposeBlocks16(b, loc, src, dst, e)
-                      : linalg::TransposeOp::create(b, loc, src, dst,
-                                                    ArrayRef<int64_t>{1, 0})
-                            .getResult()[0];
+      {one, one, npA, eA}, SmallVector<OpFoldResult>(4, one));
+  auto blockTy = RankedTensorType::get({nb, e, nt}, elt);
+  Value dst = tensor::ExtractSliceOp::create(b, loc, blockTy, dest, offsets,
+                                             sizes, unit);
+  Value tr;
+  if (blocks16) {
+    tr = transposeBlocks16(b, loc, src, dst, e, nt);
+  } else {
+    Value rows = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({nb, nt, e}, elt), src,
+        SmallVector<ReassociationIndices>{{0, 1}, {2}},
+        SmallVector<OpFoldResult>{nbA, ntA, eA});
+    tr = linalg::TransposeOp::create(b, loc, rows, dst,
+                                     ArrayRef<int64_t>{0, 2, 1})
+             .getResult()[0];
+  }
   b.setInsertionPointToEnd(forall.getTerminator().getBody());
-  tensor::ParallelInsertSliceOp::create(
-      b, loc, tr, dest, ArrayRef<OpFoldResult>{bi, hi, zero, zero},
-      ArrayRef<OpFoldResult>{one, one, eA, npA}, unit);
+  tensor::ParallelInsertSliceOp::create(b, loc, tr, dest, offsets, sizes,
+                                        unit);
   return forall.getResult(0);
 }
 
@@ -202,7 +225,8 @@ KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
     int64_t e = kTy.getDimSize(3);
     bool blocks16 = cfg.vectorize && kTy.getElementType().isF32() &&
                     e % 16 == 0 && nt % 16 == 0;
-    layout.keys = transposeKeys(b, loc, layout.keys, blocks16);
+    layout.keys =
+        transposeKeys(b, loc, layout.keys, nt, layout.numBlocks, blocks16);
   }
   return layout;
 }

@@ -32,21 +32,24 @@ Value readF32Row(OpBuilder &b, Location loc, Value t, Value i, Value j,
 
 namespace {
 
-/// Rows of dest carried at once: as many of 4, 2 as divide `rows` while
-/// their accumulators take at most 16 of the 512-bit registers.
+/// Rows of dest carried at once: as many of 8, 4, 2 as divide `rows`
+/// while their accumulators take at most 16 of the 512-bit registers.
 int64_t rowsPerStep(int64_t rows, int64_t width) {
   int64_t regs = llvm::divideCeil(width, 16);
-  for (int64_t r : {4, 2})
+  for (int64_t r : {8, 4, 2})
     if (rows % r == 0 && r * regs <= 16)
       return r;
   return 1;
 }
 
-/// Column chunks [offset, size) covering `width`: one up to kMaxFmaChunk,
-/// else near-equal chunks of at most kSplitFmaChunk (80 -> 80;
-/// 192 -> 3 x 64; 256 -> 4 x 64), which carry 4 rows at a time.
-SmallVector<std::pair<int64_t, int64_t>> columnChunks(int64_t width) {
-  int64_t n = width <= kMaxFmaChunk ? 1 : llvm::divideCeil(width, kSplitFmaChunk);
+/// Column chunks [offset, size) covering `width`: near-equal chunks of at
+/// most `chunk` when it is set; else one up to kMaxFmaChunk, else chunks
+/// of at most kSplitFmaChunk (80 -> 80; 192 -> 3 x 64; 256 -> 4 x 64).
+SmallVector<std::pair<int64_t, int64_t>> columnChunks(int64_t width,
+                                                      int64_t chunk) {
+  int64_t n = chunk > 0                 ? llvm::divideCeil(width, chunk)
+              : width <= kMaxFmaChunk ? 1
+                                      : llvm::divideCeil(width, kSplitFmaChunk);
   SmallVector<std::pair<int64_t, int64_t>> chunks;
   int64_t off = 0;
   for (int64_t c = 0; c < n; ++c) {
@@ -143,7 +146,7 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
 Value buildBroadcastFmaKernel(OpBuilder &b, Location loc,
                               const BroadcastFmaTiles &t) {
   Value dest = t.dest;
-  for (auto [off, size] : columnChunks(t.width))
+  for (auto [off, size] : columnChunks(t.width, t.chunk))
     dest = buildChunk(b, loc, t, dest, off, size);
   return dest;
 }

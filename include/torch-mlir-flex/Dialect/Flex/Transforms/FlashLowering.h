@@ -72,15 +72,15 @@ FlashConfig chooseFlashConfig(AttentionOp op, FlashConfig requested);
 /// to leave small ops on one thread.
 std::optional<double> estimateOneThreadMicros(AttentionOp op);
 
-/// Keys and values laid out for the key blocks: K transposed to
-/// [Bkv, Hkv, E, Np] unless `keyRows`, N padded with zeros to a multiple
+/// Keys and values laid out for the key blocks: K transposed per block to
+/// [Bkv, Hkv, Np / Nt, E, Nt] unless `keyRows`, N padded with zeros to a multiple
 /// of the block. With `peelTail`, K rows and V are read in place instead
 /// of padded copies: blocks [0, fullBlocks) from `keys`/`values`, the last,
 /// partial block (when numBlocks > fullBlocks) from `tailKeys`/`tailValues`
 /// ([Bkv, Hkv, Nt, E|Ev], its rows zero-padded) where those are set.
 struct KeyValueLayout {
   Value sourceKey;   // the K it was built from
-  Value keys;        // [Bkv, Hkv, E, Np] or [Bkv, Hkv, Np|N, E]
+  Value keys;        // [Bkv, Hkv, Np / Nt, E, Nt] or [Bkv, Hkv, Np|N, E]
   Value values;      // [Bkv, Hkv, Np|N, Ev]
   Value tailKeys, tailValues;
   Value kvLen;       // N (index)

@@ -27,6 +27,7 @@ from .block_mask import flex_nodes, strip_block_mask_tensors
 from .flex_hop import import_flex_attention
 from .closure_captures import inline_scalar_constants, forget_capture_constant_values
 from .custom_ops import custom_op_decompositions
+from .dead_code import erase_dead_code
 from .decomposition_check import decompositions_change_nothing
 from .decompositions import flex_decomposition_table, with_flex_decompositions
 from .errors import FlexImportError
@@ -248,14 +249,18 @@ def export_and_import(
     else:
         decomposition_table = with_flex_decompositions(decomposition_table)
     decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
+    if prog is f:
+        prog = _graph_copy(prog)  # importing edits the graph: keep the caller's
     forget_capture_constant_values(prog)
     inline_scalar_constants(prog)
-    # run_decompositions re-traces the whole program (~0.1-0.2 s); skipped
-    # when it provably returns the same graph (decomposition_check.py).
+    # run_decompositions re-traces the whole program (~0.1-0.2 s): not the
+    # dead BlockMask construction (dead_code.py), and not at all when it
+    # provably returns the same graph (decomposition_check.py).
+    erased = strip_block_mask_tensors(prog.graph) + erase_dead_code(prog.graph)
+    if erased:
+        prog.graph_module.recompile()
     if decomposition_table and not decompositions_change_nothing(prog, decomposition_table):
         prog = _run_decompositions(prog, decomposition_table)
-    elif prog is f:
-        prog = _graph_copy(prog)  # importing edits the graph: keep the caller's
     if enable_graph_printing:
         prog.graph_module.print_readable()
     entry = fx_importer.import_program if experimental_support_mutation else fx_importer.import_frozen_program

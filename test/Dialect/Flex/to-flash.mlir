@@ -407,20 +407,27 @@ func.func @head_dim_80(%q: tensor<1x1x64x80xf32>, %k: tensor<1x1x64x80xf32>, %v:
 // BF16: %[[R1:.*]] = vector.transfer_read %{{.*}}[%[[R1I]], %c0]{{.*}} : tensor<128x32xbf16>, vector<32xbf16>
 // BF16: %[[IL:.*]] = vector.interleave %[[R0]], %[[R1]] : vector<32xbf16> -> vector<64xbf16>
 // BF16: vector.transfer_write %[[IL]], %{{.*}}[%[[I]], %c0]{{.*}} : vector<64xbf16>, tensor<64x64xbf16>
-// BF16: %[[KP:.*]] = scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x32x256xbf16>)
+// K^T in pairs, key block by key block: rows (n / 64) * 32 + p, columns
+// 2 (n mod 64), so that a block's 32 x 128 tile is contiguous.
+// BF16: %[[KP:.*]] = scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x64x128xbf16>)
 // BF16: scf.for %[[NB:.*]] = %c0 to %c128 step %c16
-// BF16: %[[COL:.*]] = arith.muli %[[NB]], %c2
+// BF16: %[[BLK:.*]] = arith.divui %[[NB]], %c64
+// BF16: %[[ROW0:.*]] = arith.muli %[[BLK]], %c32
+// BF16: %[[INB:.*]] = arith.remui %[[NB]], %c64
+// BF16: %[[COL:.*]] = arith.muli %[[INB]], %c2
 // BF16: scf.for %[[P:.*]] = %c0 to %c32 step %c1
 // BF16: %[[PE:.*]] = arith.muli %[[P]], %c2
 // BF16: vector.transfer_read %{{.*}}[%[[NB]], %[[PE]]]{{.*}} : tensor<128x64xbf16>, vector<2xbf16>
 // BF16: %[[WS:.*]] = vector.from_elements {{.*}} : vector<16xi32>
 // BF16: %[[WB:.*]] = vector.bitcast %[[WS]] : vector<16xi32> to vector<32xbf16>
-// BF16: vector.transfer_write %[[WB]], %{{.*}}[%[[P]], %[[COL]]]{{.*}} : vector<32xbf16>, tensor<32x256xbf16>
+// BF16: %[[ROW:.*]] = arith.addi %[[ROW0]], %[[P]]
+// BF16: vector.transfer_write %[[WB]], %{{.*}}[%[[ROW]], %[[COL]]]{{.*}} : vector<32xbf16>, tensor<64x128xbf16>
 // BF16: scf.forall (%[[H:.*]], %{{.*}}) = (0, 0) to (2, 128) step (1, 64)
 // BF16: scf.for %[[J:.*]] = %c0 to %c2 step %c1
 // BF16: %[[N0:.*]] = arith.muli %[[J]], %c64
-// BF16: %[[KCOL:.*]] = arith.muli %[[J]], %c128
-// BF16: %[[KTILE:.*]] = tensor.extract_slice %[[KP]][0, %[[H]], 0, %[[KCOL]]] [1, 1, 32, 128] [1, 1, 1, 1] : tensor<1x2x32x256xbf16> to tensor<32x128xbf16>
+// BF16: %[[KB:.*]] = arith.divui %[[N0]], %c64
+// BF16: %[[KROW:.*]] = arith.muli %[[KB]], %c32
+// BF16: %[[KTILE:.*]] = tensor.extract_slice %[[KP]][0, %[[H]], %[[KROW]], 0] [1, 1, 32, 128] [1, 1, 1, 1] : tensor<1x2x64x128xbf16> to tensor<32x128xbf16>
 // BF16: %[[VROW:.*]] = arith.divui %[[N0]], %c2
 // BF16: %[[VTILE:.*]] = tensor.extract_slice %[[VP]][0, %[[H]], %[[VROW]], 0] [1, 1, 32, 64] [1, 1, 1, 1] : tensor<1x2x64x64xbf16> to tensor<32x64xbf16>
 // BF16: scf.for %{{.*}} = %c0 to %c64 step %c4

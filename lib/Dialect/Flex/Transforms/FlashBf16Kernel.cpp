@@ -278,13 +278,15 @@ bool canUseBf16Dot(int64_t reduction, int64_t width) {
 
 Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
   // Blocks of L key rows (L | Nt, so L | Np): per pair column, the L pairs
-  // gathered as words into one vector store of 2L bf16.
+  // gathered as words into one vector store of 2L bf16, at row
+  // (n / Nt) * E/2 + e2 and column 2 (n mod Nt) (one key block contiguous).
   int64_t L = 1;
   while (L < kDotLanes && Nt % (2 * L) == 0)
     L *= 2;
   int64_t E = cast<RankedTensorType>(k.getType()).getDimSize(3);
-  auto [shape, sizes] = packedShape(b, loc, k, b.getIndexAttr(E / 2),
-                                    scaled(b, loc, dimOf(b, loc, k, 2), 2, 1));
+  auto [shape, sizes] =
+      packedShape(b, loc, k, scaled(b, loc, dimOf(b, loc, k, 2), E / 2, Nt),
+                  b.getIndexAttr(2 * Nt));
   Type bf16 = b.getBF16Type();
   return perHead(
       b, loc, k, shape, sizes,
@@ -294,7 +296,13 @@ Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
         auto rows = scf::ForOp::create(
             nb, l, c0, np, cIndex(nb, l, L), ValueRange{dst},
             [&](OpBuilder &rb, Location l2, Value n, ValueRange it) {
-              Value col = arith::MulIOp::create(rb, l2, n, cIndex(rb, l2, 2));
+              Value ntV = cIndex(rb, l2, Nt);
+              Value row0 = arith::MulIOp::create(
+                  rb, l2, arith::DivUIOp::create(rb, l2, n, ntV),
+                  cIndex(rb, l2, E / 2));
+              Value col = arith::MulIOp::create(
+                  rb, l2, arith::RemUIOp::create(rb, l2, n, ntV),
+                  cIndex(rb, l2, 2));
               auto cols = scf::ForOp::create(
                   rb, l2, c0, cIndex(rb, l2, E / 2), c1, it,
                   [&](OpBuilder &cb, Location l3, Value e2, ValueRange it2) {
@@ -306,8 +314,9 @@ Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
                         cb, l3, VectorType::get({L}, cb.getI32Type()), words);
                     v = vector::BitCastOp::create(
                         cb, l3, VectorType::get({2 * L}, bf16), v);
+                    Value row = arith::AddIOp::create(cb, l3, row0, e2);
                     scf::YieldOp::create(cb, l3,
-                                         writeVec(cb, l3, v, it2[0], {e2, col}));
+                                         writeVec(cb, l3, v, it2[0], {row, col}));
                   });
               scf::YieldOp::create(rb, l2, cols.getResult(0));
             });
@@ -343,8 +352,10 @@ Value packValuePairs(OpBuilder &b, Location loc, Value v) {
 
 Value sliceKeyPairs(OpBuilder &b, Location loc, Value packed, Value bi,
                     Value hi, Value n0, int64_t E, int64_t Nt) {
-  Value col = arith::MulIOp::create(b, loc, n0, cIndex(b, loc, 2));
-  return slicePairs(b, loc, packed, bi, hi, b.getIndexAttr(0), col, E / 2,
+  Value row = arith::MulIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, n0, cIndex(b, loc, Nt)),
+      cIndex(b, loc, E / 2));
+  return slicePairs(b, loc, packed, bi, hi, row, b.getIndexAttr(0), E / 2,
                     2 * Nt);
 }
 

@@ -19,9 +19,10 @@ namespace mlir::flex {
 bool canUseBf16Dot(int64_t reduction, int64_t width);
 
 /// K [B, H, N, E] (bf16, E even, N a multiple of the N-tile Nt) -> K^T in
-/// pairs of E, [B, H, E/2, 2N]:
-///   out[b, h, e2, 2n + j] = K[b, h, n, 2 e2 + j]
-/// (one scf.forall iteration per (b, h), like the plain K^T pre-pass).
+/// pairs of E, key block by key block, [B, H, (N / Nt) E/2, 2 Nt]:
+///   out[b, h, (n / Nt) E/2 + e2, 2 (n mod Nt) + j] = K[b, h, n, 2 e2 + j]
+/// so that one block is contiguous, like the plain K^T (one scf.forall
+/// iteration per (b, h)).
 Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt);
 
 /// V [B, H, N, Ev] (bf16, N even) -> V in pairs of N, [B, H, N/2, 2 Ev]:

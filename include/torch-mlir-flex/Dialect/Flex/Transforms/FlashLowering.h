@@ -87,7 +87,7 @@ struct KeyValueLayout {
   Value numBlocks;   // ceil(N / Nt) (index)
   Value fullBlocks;  // blocks read from keys/values (index)
   bool transposedKey = true;
-  /// Pair-packed for the bf16 dot kernels: keys [Bkv, Hkv, E/2, 2 Np],
+  /// Pair-packed for the bf16 dot kernels: keys [Bkv, Hkv, Np/Nt * E/2, 2 Nt],
   /// values [Bkv, Hkv, Np/2, 2 Ev].
   bool pairedKey = false, pairedValue = false;
 };

@@ -34,8 +34,8 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     in stages (docs/tiled-lowering.md; each stage is a builder in
     lib/Dialect/Flex/Transforms/Flash*.cpp and has its own lit test):
 
-    1. Kᵀ transposed once (per batch and kv head, in an scf.forall) and
-       padded to whole key blocks; V (and K rows for decode) read in
+    1. Kᵀ transposed once per key block ([Bkv, Hkv, Np/Nt, E, Nt], per
+       batch and kv head in an scf.forall) and padded to whole key blocks; V (and K rows for decode) read in
        place, with a zero-padded copy of the last partial block only;
     2. (B, Hq, M) tiled with tile sizes (1, 1, Mt) through flex.attention's
        TilingInterface (upstream SCF tiling) into an `scf.forall`;
@@ -81,8 +81,9 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     With `bf16-dot` and bf16 query/key/value, the two contractions of the
     vector path use AVX512-BF16 (`x86vector.avx512.dot`, vdpbf16ps; needs
     convert-vector-to-llvm{enable-x86vector} and a CPU that has it): Kᵀ is
-    packed as bf16 pairs of E ([Bkv, Hkv, E/2, 2 Np]), V as pairs of
-    key rows ([Bkv, Hkv, Np/2, 2 Ev]), P is rounded to bf16 before P·V (as
+    packed as bf16 pairs of E per key block
+    ([Bkv, Hkv, Np/Nt * E/2, 2 Nt]), V as pairs of key rows
+    ([Bkv, Hkv, Np/2, 2 Ev]), P is rounded to bf16 before P·V (as
     torch.compile's flex kernel does); accumulation stays f32. Shapes it
     cannot pair (odd E or Nt, or a row width not a multiple of 4) and few
     query rows (Mt <= 2, where packing would cost as much as the attention)

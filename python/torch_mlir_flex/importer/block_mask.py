@@ -153,20 +153,13 @@ def _erase_dead_slice(graph: fx.Graph, seeds: List[fx.Node]) -> int:
 
     # Live: backward closure of the output and of side-effecting nodes that
     # are not mere asserts.
-    live: Set[fx.Node] = set()
     roots = [
         n
         for n in graph.nodes
         if n.op == "output"
         or (n.op == "call_function" and n.target not in _ASSERT_TARGETS and _impure(n))
     ]
-    work = roots
-    while work:
-        n = work.pop()
-        if n in live:
-            continue
-        live.add(n)
-        work.extend(n.all_input_nodes)
+    live = backward_closure(roots)
 
     # Asserts that check only dead candidates die with them.
     dead_asserts = [
@@ -186,6 +179,18 @@ def _erase_dead_slice(graph: fx.Graph, seeds: List[fx.Node]) -> int:
             graph.erase_node(n)
             erased += 1
     return erased
+
+
+def backward_closure(roots) -> Set[fx.Node]:
+    """``roots`` and every node they depend on."""
+    closure: Set[fx.Node] = set()
+    work = list(roots)
+    while work:
+        n = work.pop()
+        if n not in closure:
+            closure.add(n)
+            work.extend(n.all_input_nodes)
+    return closure
 
 
 def _impure(n: fx.Node) -> bool:

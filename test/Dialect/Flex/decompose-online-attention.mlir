@@ -86,19 +86,38 @@ func.func @block(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<32x12x
 // CHECK: tensor.extract %{{.*}}[%{{.*}}] : tensor<4xf32>
 // CHECK-NOT: arith.cmpi slt
 // CHECK: return
+// Vector form: 16 keys per step, per row one product of the first 16-lane
+// chunks of E and one FMA with the second for each key; the 16 partial
+// vectors folded in four levels (lane groups 8, 4, 2, 1 of both operands)
+// into one vector of the 16 sums, times the scale, written as a row chunk
+// of S. The scores tile then only adds the capture.
 // VEC-LABEL: func.func @key_rows_score_mod
-// VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args(%{{.*}}) -> (tensor<2x32xf32>)
-// VEC: arith.mulf {{.*}} : vector<16xf32>
-// VEC: vector.extract_strided_slice {{.*}} : vector<16xf32> to vector<8xf32>
-// VEC: tensor.insert
-func.func @key_rows_score_mod(%q: tensor<2x16xf32>, %k: tensor<32x16xf32>, %v: tensor<32x8xf32>,
+// VEC-DAG: %[[SC:.*]] = arith.constant dense<2.500000e-01> : vector<16xf32>
+// VEC: scf.for %[[N0:.*]] = %c0 to %c32 step %c16 iter_args(%{{.*}}) -> (tensor<2x32xf32>)
+// VEC: scf.for %[[R:.*]] = %c0 to %c2 step %c1 iter_args(%[[S:.*]] = %{{.*}}) -> (tensor<2x32xf32>)
+// VEC-COUNT-16: arith.mulf {{.*}} : vector<16xf32>
+// VEC-COUNT-16: vector.fma {{.*}} : vector<16xf32>
+// VEC: vector.shuffle {{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
+// VEC: vector.shuffle {{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xf32>, vector<16xf32>
+// VEC: vector.shuffle {{.*}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27] : vector<16xf32>, vector<16xf32>
+// VEC: vector.shuffle {{.*}} [0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29] : vector<16xf32>, vector<16xf32>
+// VEC: %[[LO:.*]] = vector.shuffle {{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<16xf32>, vector<16xf32>
+// VEC: %[[HI:.*]] = vector.shuffle {{.*}} [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31] : vector<16xf32>, vector<16xf32>
+// VEC: %[[SUM:.*]] = arith.addf %[[LO]], %[[HI]] : vector<16xf32>
+// VEC: %[[SS:.*]] = arith.mulf %[[SUM]], %[[SC]] : vector<16xf32>
+// VEC: vector.transfer_write %[[SS]], %[[S]][%[[R]], %[[N0]]] {in_bounds = [true]} : vector<16xf32>, tensor<2x32xf32>
+// VEC: linalg.generic
+// VEC-NOT: arith.mulf
+// VEC: tensor.extract %{{.*}}[%{{.*}}] : tensor<4xf32>
+// VEC: return
+func.func @key_rows_score_mod(%q: tensor<2x32xf32>, %k: tensor<32x32xf32>, %v: tensor<32x8xf32>,
                               %mx: tensor<2xf32>, %l: tensor<2xf32>, %acc: tensor<2x8xf32>,
                               %bias: tensor<4xf32>, %h: index, %n0: index)
     -> (tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>) {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %c64 = arith.constant 64 : index
-  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<2x16xf32>, tensor<32x16xf32>, tensor<32x8xf32>)
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<2x32xf32>, tensor<32x32xf32>, tensor<32x8xf32>)
       captures(%bias : tensor<4xf32>)
       at(%c0, %h, %c0, %n0) bounds(%c2, %c64)
       outs(%mx, %l, %acc : tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>)
@@ -110,6 +129,33 @@ func.func @key_rows_score_mod(%q: tensor<2x16xf32>, %k: tensor<32x16xf32>, %v: t
         flex.yield %t : f32
       } -> tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>
   return %r#0, %r#1, %r#2 : tensor<2xf32>, tensor<2xf32>, tensor<2x8xf32>
+}
+
+// -----
+
+// Keys as rows with a head dim that is not a multiple of 16 (E = 24): one
+// tree-summed dot product per (row, key), written element by element; the
+// scores tile multiplies by the scale.
+// VEC-LABEL: func.func @key_rows_tree
+// VEC: scf.for %{{.*}} = %c0 to %c32 step %c1 iter_args(%{{.*}}) -> (tensor<1x32xf32>)
+// VEC: arith.mulf {{.*}} : vector<24xf32>
+// VEC: vector.extract_strided_slice {{.*}} : vector<24xf32> to vector<12xf32>
+// VEC: tensor.insert
+// VEC-NOT: vector.shuffle
+// VEC: linalg.generic
+// VEC: arith.mulf
+// VEC: return
+func.func @key_rows_tree(%q: tensor<1x24xf32>, %k: tensor<32x24xf32>, %v: tensor<32x8xf32>,
+                         %mx: tensor<1xf32>, %l: tensor<1xf32>, %acc: tensor<1x8xf32>,
+                         %n0: index, %n: index)
+    -> (tensor<1xf32>, tensor<1xf32>, tensor<1x8xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<1x24xf32>, tensor<32x24xf32>, tensor<32x8xf32>)
+      at(%c0, %c0, %c0, %n0) bounds(%c1, %n)
+      outs(%mx, %l, %acc : tensor<1xf32>, tensor<1xf32>, tensor<1x8xf32>)
+      scale(0.25) -> tensor<1xf32>, tensor<1xf32>, tensor<1x8xf32>
+  return %r#0, %r#1, %r#2 : tensor<1xf32>, tensor<1xf32>, tensor<1x8xf32>
 }
 
 // -----

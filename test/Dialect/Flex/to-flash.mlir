@@ -544,14 +544,18 @@ func.func @block_tensors(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %
 
 // -----
 
-// Decode with head dim 256: the one query row (256 floats) stays in
-// registers and is dotted with rows of K as they are; no K^T copy.
+// Decode with head dim 256: the query row is dotted with rows of K as
+// they are, no K^T copy; 16 keys per step, sixteen FMAs per key (the
+// 16-lane chunks of E), the sums folded into one vector written to S.
 // VEC-LABEL: func.func @decode_e256
 // VEC-NOT: vector.from_elements
 // VEC-NOT: linalg.transpose
-// VEC: scf.for {{.*}} iter_args({{.*}}) -> (tensor<1x128xf32>)
-// VEC: vector.transfer_read {{.*}} : tensor<128x256xf32>, vector<256xf32>
-// VEC: arith.mulf {{.*}} : vector<256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c128 step %c16 iter_args({{.*}}) -> (tensor<1x128xf32>)
+// VEC: vector.transfer_read {{.*}} : tensor<128x256xf32>, vector<16xf32>
+// VEC-COUNT-240: vector.fma {{.*}} : vector<16xf32>
+// VEC-NOT: vector.fma
+// VEC: vector.shuffle
+// VEC: vector.transfer_write {{.*}} : vector<16xf32>, tensor<1x128xf32>
 // VEC: return
 func.func @decode_e256(%q: tensor<1x2x1x256xf32>, %k: tensor<1x2x512x256xf32>, %v: tensor<1x2x512x256xf32>) -> tensor<1x2x1x256xf32> {
   %o = tensor.empty() : tensor<1x2x1x256xf32>
@@ -600,8 +604,11 @@ func.func @serial_small_large(%q: tensor<1x4x16x64xf32>, %k: tensor<1x4x300x64xf
 // VEC: %[[K:.*]] = tensor.extract_slice %{{.*}}[0, %[[KH]], %{{.*}}, 0] [1, 1, 128, 64] {{.*}} to tensor<128x64xf32>
 // VEC-NEXT: tensor.extract_slice %{{.*}}[0, %[[KH]], %{{.*}}, 0] [1, 1, 128, 64] {{.*}} to tensor<128x64xf32>
 // VEC-NOT: tensor.extract_slice
-// VEC: vector.transfer_read %[[Q]][%c3, %c0]
-// VEC: scf.for {{.*}} -> (tensor<4x128xf32>)
+// Q.K^T on the key-row dot kernel: 16 keys per step, then each of the 4
+// rows of Q against them.
+// VEC: scf.for {{.*}} step %c16 iter_args({{.*}}) -> (tensor<4x128xf32>)
+// VEC: scf.for %[[R:.*]] = %c0 to %c4 step %c1
+// VEC: vector.transfer_read %[[Q]][%[[R]], %c0]
 // VEC: vector.transfer_read %[[K]]
 // VEC: linalg.generic
 // VEC: %[[I:.*]] = linalg.index 0 : index

@@ -4,10 +4,11 @@
 //   S[m, n]    = sum_e Q[m, e] * K[n, e]
 //   acc[m, :]  = acc[m, :] * corr[m] + sum_n P[m, n] * V[n, :]
 // Vector form: the broadcast-FMA micro-kernel (FlashMicroKernel.cpp) with
-// K transposed, or, for few query rows and K as rows, one tree-summed dot
-// product per (row, key); for bf16 with pair-packed K^T / V, the
-// AVX512-BF16 dot kernel (FlashBf16Kernel.cpp). Otherwise linalg.generic
-// contractions.
+// K transposed, or, for few query rows and K as rows, the key-row dot
+// kernel (FlashKeyRowDots.cpp; one tree-summed dot product per (row,
+// key) where E or Nt is not a multiple of 16); for bf16 with pair-packed
+// K^T / V, the AVX512-BF16 dot kernel (FlashBf16Kernel.cpp). Otherwise
+// linalg.generic contractions.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
@@ -108,6 +109,8 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
     return buildBf16DotKernel(b, loc, {q, k, s, Value(), mt, e, nt});
   if (qkTileAppliesScale(op, cfg)) {
     Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
+    if (!transposed)
+      return buildKeyRowDots(b, loc, q, k, s, scale);
     return buildBroadcastFmaKernel(b, loc,
                                    {q, k, s, Value(), mt, e, nt, scale, kQKChunk});
   }
@@ -125,7 +128,10 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
 
 bool mlir::flex::qkTileAppliesScale(OnlineAttentionOp op,
                                     const FlashConfig &cfg) {
-  return !op.getPairedKey() && cfg.vectorize && op.getTransposedKey();
+  if (op.getPairedKey() || !cfg.vectorize)
+    return false;
+  int64_t e = dimOf(op.getQuery(), 1);
+  return op.getTransposedKey() || canUseKeyRowDots(e, op.getTileKeys());
 }
 
 Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,

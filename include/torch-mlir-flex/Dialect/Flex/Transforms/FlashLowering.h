@@ -182,8 +182,14 @@ LogicalResult decomposeOnlineAttention(RewriterBase &rewriter,
 Value buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
                   const FlashConfig &cfg);
 /// Whether buildQKTile's kernel multiplies by the scale as it writes S
-/// (the broadcast-FMA kernel over K^T).
+/// (the broadcast-FMA kernel over K^T, the key-row dot kernel).
 bool qkTileAppliesScale(OnlineAttentionOp op, const FlashConfig &cfg);
+/// S = scale * Q . K^T with K as rows (q [Mt, E], k [Nt, E], s [Mt, Nt]
+/// f32, scale an f32 scalar), 16 keys per step (FlashKeyRowDots.cpp);
+/// canUseKeyRowDots: E and Nt are multiples of 16.
+bool canUseKeyRowDots(int64_t e, int64_t nt);
+Value buildKeyRowDots(OpBuilder &b, Location loc, Value q, Value k, Value s,
+                      Value scale);
 /// scale (unless `scaled`), score_mod, mask_mod (when the op has one) and
 /// key padding applied to S in place, on global indices; S itself when
 /// there is nothing to apply.

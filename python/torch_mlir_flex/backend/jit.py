@@ -101,8 +101,17 @@ class JitFunction:
         addr = self.engine.raw_lookup(ciface)  # its packed wrapper (`_mlir_` prefix)
         if not addr:
             raise FlexBackendError(f"JIT compilation of @{self.func_name} failed")
+        dyn = ir.ShapedType.get_dynamic_size()
+        memrefs = self.arg_types + self.result_types
+        # Every shape static: the descriptors are built once, a call passes
+        # its data pointers (PackedCall.call_pointers).
+        fixed = all(dyn not in t.shape for t in memrefs)
+        self._fixed_outs = None
+        static_words = None
+        if fixed:
+            static_words = [memref_abi.static_descriptor_words(list(t.shape)) for t in memrefs]
         self._cfunc = memref_abi.PackedCall(
-            addr, [t.rank for t in self.arg_types + self.result_types], self.has_status)
+            addr, [t.rank for t in memrefs], self.has_status, static_words)
         self._set_spin_seconds(module)
         elt = lambda t: str(t.element_type)  # noqa: E731
         self._in_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.arg_types]
@@ -110,7 +119,8 @@ class JitFunction:
         for t, d in zip(self.arg_types + self.result_types, self._in_dtypes + self._out_dtypes):
             if d is None:
                 raise FlexBackendError(f"unsupported tensor element type {t.element_type}")
-        dyn = ir.ShapedType.get_dynamic_size()
+        if fixed:
+            self._fixed_outs = [(tuple(t.shape), d) for t, d in zip(self.result_types, self._out_dtypes)]
         self._static = [[(j, d) for j, d in enumerate(t.shape) if d != dyn] for t in self.arg_types]
         self._static_shape = [tuple(t.shape) if len(st) == t.rank else None
                               for t, st in zip(self.arg_types, self._static)]
@@ -190,14 +200,18 @@ class JitFunction:
         import torch
 
         ins = self._inputs(args)
-        shapes = [t.shape for t in ins]
         if self._check_shapes is not None:
-            self._check_shapes(shapes)
-        outs = [torch.empty(s, dtype=d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
-        words = []
-        for t in ins + outs:
-            words += memref_abi.descriptor_words(t)
-        status = self._cfunc(words)
+            self._check_shapes([t.shape for t in ins])
+        if self._fixed_outs is not None:
+            outs = [torch.empty(s, dtype=d) for s, d in self._fixed_outs]
+            status = self._cfunc.call_pointers([t.data_ptr() for t in ins + outs])
+        else:
+            shapes = [t.shape for t in ins]
+            outs = [torch.empty(s, dtype=d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
+            words = []
+            for t in ins + outs:
+                words += memref_abi.descriptor_words(t)
+            status = self._cfunc(words)
         if status is not None and status[0]:
             raise self._runtime_error(status)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -127,7 +127,7 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
                    openmp: bool = False, vectorize: bool = True,
                    num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1,
                    serial_below_us: int = SERIAL_BELOW_US,
-                   small_ops_when_awake=None) -> str:
+                   small_ops_when_awake=None, spread_workers=None) -> str:
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
     elif bf16_dot and not host_has_avx512_bf16():
@@ -140,6 +140,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
         split_keys_tasks = int(os.environ.get("FLEX_SPLIT_KEYS_TASKS", "0"))
     if small_ops_when_awake is None:
         small_ops_when_awake = os.environ.get("FLEX_SMALL_OPS_WHEN_AWAKE", "0") == "1"
+    if spread_workers is None:
+        spread_workers = os.environ.get("FLEX_SPREAD_WORKERS", "1") != "0"
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}"
@@ -149,6 +151,7 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"
               f"{'flex-omp-if-awake,' if small_ops_when_awake else ''}"
+              f"{'flex-omp-spread-workers,' if spread_workers else ''}"
               "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"
               if openmp else "func.func(scf-forall-to-for)")
     # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers

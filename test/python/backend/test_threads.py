@@ -114,3 +114,58 @@ def test_guard_of_a_cached_library(omp_lib, tmp_path, monkeypatch):
     for spin in (0.0, float("inf")):
         fn.spin_seconds.value = spin
         assert torch.equal(fn(q, k, v), want), spin
+
+
+def _omp_workers():
+    """Thread ids of this process's OpenMP worker threads."""
+    tids = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            if f.read().startswith("openmp_worker"):
+                tids.append(int(tid))
+    return tids
+
+
+def _last_cpu(tid):
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])  # field 39, processor
+
+
+def test_workers_leave_the_callers_cpu(omp_lib):
+    """flex-omp-spread-workers: a worker that starts a region on the CPU of
+    the calling thread moves to another CPU, and its affinity mask is the
+    one it had before."""
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("needs two CPUs")
+    text = fi.attention_ir(B=1, Hq=4, M=512, N=512, E=64, mask_mod=fi.CAUSAL)
+    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True))
+    assert "_mlir_flex_leave_cpu" in str(fn.lowered)
+    q, k, v = _qkv(512, 512)
+    want = fn(q, k, v)  # starts the workers
+    workers = _omp_workers()
+    assert workers
+    cpu = min(allowed)
+    try:
+        os.sched_setaffinity(0, {cpu})  # this thread only
+        for tid in workers:  # onto the caller's CPU, then the old mask back
+            os.sched_setaffinity(tid, {cpu})
+            os.sched_setaffinity(tid, allowed)
+        got = fn(q, k, v)
+        after = {tid: (_last_cpu(tid), os.sched_getaffinity(tid)) for tid in workers}
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert torch.equal(got, want)
+    for tid, (last, mask) in after.items():
+        assert mask == allowed, tid
+        assert last != cpu, tid
+
+
+def test_spread_workers_can_be_turned_off(omp_lib):
+    text = fi.attention_ir(B=1, Hq=4, M=512, N=512, E=64, mask_mod=fi.CAUSAL)
+    on = tiled_pipeline(openmp=True)
+    off = tiled_pipeline(openmp=True, spread_workers=False)
+    assert "flex-omp-spread-workers" in on and "flex-omp-spread-workers" not in off
+    assert "flex-omp-spread-workers" not in tiled_pipeline()  # no OpenMP
+    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=off)
+    assert "_mlir_flex_leave_cpu" not in str(fn.lowered)

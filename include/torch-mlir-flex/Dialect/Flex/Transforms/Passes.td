@@ -314,6 +314,54 @@ def FlexOmpIfAwake : Pass<"flex-omp-if-awake", "ModuleOp"> {
                            "::mlir::func::FuncDialect"];
 }
 
+def FlexOmpSpreadWorkers : Pass<"flex-omp-spread-workers", "ModuleOp"> {
+  let summary = "OpenMP workers move off the CPU of the thread that opened "
+                "the region";
+  let description = [{
+    After a pause (the workers asleep past KMP_BLOCKTIME), Linux often
+    wakes an OpenMP worker on the CPU of the thread that wakes it. There
+    both spin and take turns: on two cores a decode step that runs in 45 us
+    with the threads on two CPUs took 150 us, steadily, until the next
+    pause (measured: the main thread and the worker both on CPU 0 in every
+    slow block, on different CPUs in every fast one).
+
+    Before every outermost omp.parallel the opening thread stores
+    sched_getcpu() and pthread_self() in the private globals
+    `_mlir_flex_master_cpu` (i32) and `_mlir_flex_master_thread` (i64).
+    At the start of the region every other thread compares its own CPU
+    with it; on a match it calls `_mlir_flex_leave_cpu`, which sets the
+    thread's affinity mask (sched_getaffinity) without that CPU, which
+    moves the thread, and then sets the old mask back, so no thread stays
+    pinned. A mask holding only that CPU is left as it is. (The threads are
+    told apart by pthread_self, not omp_get_thread_num: with torch in the
+    process libgomp is loaded too, the JIT may bind its
+    omp_get_thread_num, and that answers 0 in threads of another runtime.)
+    Modules without omp.parallel are left alone.
+
+    ```mlir
+    omp.parallel { ... }
+    ==>
+    %c = func.call @sched_getcpu() : () -> i32
+    memref.store %c, %master_cpu[] : memref<i32>
+    %t = func.call @pthread_self() : () -> i64
+    memref.store %t, %master_thread[] : memref<i64>
+    omp.parallel {
+      %me = func.call @pthread_self() : () -> i64
+      %cpu = func.call @sched_getcpu() : () -> i32
+      %shared = (%me != master_thread) and (%cpu == master_cpu)
+      scf.if %shared { func.call @_mlir_flex_leave_cpu(%m) : (i32) -> () }
+      ...
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::omp::OpenMPDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 def FlexOmpDynamicSchedule : Pass<"flex-omp-dynamic-schedule", "func::FuncOp"> {
   let summary = "Give omp.wsloop ops without a schedule schedule(dynamic)";
   let description = [{

@@ -2,7 +2,7 @@
 
 ``torch.export.export`` (torch 2.13) returns the *training* IR: pre-dispatch
 ATen that may still hold CompositeImplicitAutograd ops (``linear``,
-``reshape``, ``__and__``), in-place ops, functorch calls (``vmap`` from a
+``reshape``; ``__and__`` is renamed before, operator_aliases.py), in-place ops, functorch calls (``vmap`` from a
 ``create_block_mask`` in forward), autograd-state calls and other HOPs.
 ``run_decompositions(table)`` turns that into the post-dispatch IR the
 importer needs: it re-traces the whole graph (HOP subgraphs such as the

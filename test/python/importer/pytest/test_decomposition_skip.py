@@ -57,6 +57,10 @@ class Flex(torch.nn.Module):
         if kind == "and_mask":
             return flex_attention(q, k, v, block_mask=create_block_mask(
                 lambda b, h, i, j: (i >= j) & (i - j < 8), 1, 1, S, S, device="cpu"))
+        if kind == "or_xor_scalar":  # aten.__or__/__xor__/__and__ .Tensor and .Scalar
+            return flex_attention(q, k, v, block_mask=create_block_mask(
+                lambda b, h, i, j: (i >= j) & (((j & 3) == 0) | ((i ^ j) < 4) | (j ^ 5 == 1) | ((j | 1) == 3)),
+                1, 1, S, S, device="cpu"))
         if kind == "linear_block":
             return F.gelu(self.lin(flex_attention(q, k, v, block_mask=CAUSAL)), approximate="tanh")
         raise AssertionError(kind)
@@ -64,7 +68,7 @@ class Flex(torch.nn.Module):
 
 # kind -> whether run_decompositions is skipped
 KINDS = {"softcap_causal": True, "state": True, "gqa_lse": True, "captured_buffer": False,
-         "mask_in_forward": False, "and_mask": False, "linear_block": False}
+         "mask_in_forward": False, "and_mask": True, "or_xor_scalar": True, "linear_block": False}
 
 
 def inputs(kind):

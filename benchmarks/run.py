@@ -141,12 +141,27 @@ def progress_line(row):
             + "".join(f"\n    {k}: {v}" for k, v in row["errors"].items()))
 
 
+def cpu_model():
+    """The host CPU as /proc/cpuinfo names it, with its family and model
+    numbers (hosts of one name differ: family 25 is Zen 3/4, 26 Zen 5)."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return "unknown CPU"
+    return (f"{info.get('model name', 'unknown CPU')}, family {info.get('cpu family', '?')} "
+            f"model {info.get('model', '?')}")
+
+
 def meta_lines(args, peaks, ovh, seconds, load_start):
     backend = split(args.backends)[0]
     omp = find_openmp_runtime() if uses_openmp(PIPELINES[backend]) else None
     return [
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; torch {torch.__version__}; "
-        f"{os.cpu_count()} CPUs; torch threads {torch.get_num_threads()}",
+        f"{os.cpu_count()} CPUs ({cpu_model()}); torch threads {torch.get_num_threads()}",
         f"ours: torch_mlir_flex.compile(module, args, backend={backend!r}); OpenMP "
         + (f"runtime {os.path.basename(omp)}, OMP_NUM_THREADS="
            f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, KMP_BLOCKTIME="

@@ -7,6 +7,7 @@ it, the targets evaluation and the README rewrite. No timing assertions.
 
 import importlib.util
 import json
+import re
 import os
 import sys
 
@@ -41,6 +42,7 @@ def test_cli_writes_the_report(run_dir):
     md = (run_dir / "results.md").read_text()
     assert "| document | f32 | 64 | 16 | 64×64 |" in md
     assert "## Compile time" in md and "## Targets (issue #11)" in md and "## Failures" not in md
+    assert re.search(r"\d+ CPUs \(.+, family \S+ model \S+\)", md)  # the host is named
     has_matplotlib = importlib.util.find_spec("matplotlib") is not None
     assert (run_dir / "results.png").exists() == has_matplotlib
 

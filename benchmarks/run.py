@@ -156,7 +156,7 @@ def cpu_model():
             f"model {info.get('model', '?')}")
 
 
-def meta_lines(args, peaks, ovh, seconds, load_start):
+def meta_lines(args, peaks, ovh, seconds, load_start, first=None):
     backend = split(args.backends)[0]
     omp = find_openmp_runtime() if uses_openmp(PIPELINES[backend]) else None
     return [
@@ -168,6 +168,7 @@ def meta_lines(args, peaks, ovh, seconds, load_start):
            f"{os.environ.get('KMP_BLOCKTIME')}" if omp else "not used (one thread)"),
         "measured matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()),
         overhead.describe(ovh) if ovh else "per-call overhead: not measured",
+        *([overhead.describe_first_compile(first)] if first else []),
         f"run took {seconds:.0f} s; load average {load_start:.1f} at start, "
         f"{os.getloadavg()[0]:.1f} at end",
     ]
@@ -203,10 +204,11 @@ def save_json(data, out):
         json.dump(data, f, indent=1)
 
 
-def run_data(args, rows, peaks, ovh, t0, load_start):
+def run_data(args, rows, peaks, ovh, t0, load_start, first=None):
     """What results.json holds (also mid-run: report it with --from-json)."""
-    return dict(rows=rows, peaks=peaks, overhead=ovh, dtypes=args.dtypes, date=today(),
-                meta=meta_lines(args, peaks, ovh, time.time() - t0, load_start))
+    return dict(rows=rows, peaks=peaks, overhead=ovh, first_compile=first, dtypes=args.dtypes,
+                date=today(),
+                meta=meta_lines(args, peaks, ovh, time.time() - t0, load_start, first))
 
 
 def write_outputs(data, args, log):
@@ -248,6 +250,9 @@ def main(argv=None):
         torch.set_num_threads(1)
         args.backends = "tiled-1t"
     load_start, t0 = os.getloadavg()[0], time.time()
+    register_backends(split(args.backends))
+    first = overhead.first_compile(split(args.backends)[0])
+    log(overhead.describe_first_compile(first))
     ovh = overhead.per_call_overhead()
     log(overhead.describe(ovh))
     if args.overhead_only:
@@ -256,10 +261,10 @@ def main(argv=None):
     peaks = peak.calibrate(dtypes, n=args.peak_n)
     log("matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
     rows = benchmark(args, peaks, log, lambda rows: save_json(
-        run_data(args, rows, peaks, ovh, t0, load_start), args.out))
+        run_data(args, rows, peaks, ovh, t0, load_start, first), args.out))
     peaks = peak.best(peaks, peak.calibrate(dtypes, n=args.peak_n))
     log("matmul peak (best of the run): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
-    return write_outputs(run_data(args, rows, peaks, ovh, t0, load_start), args, log)
+    return write_outputs(run_data(args, rows, peaks, ovh, t0, load_start, first), args, log)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ def test_cli_writes_the_report(run_dir):
     assert "| document | f32 | 64 | 16 | 64×64 |" in md
     assert "## Compile time" in md and "## Targets (issue #11)" in md and "## Failures" not in md
     assert re.search(r"\d+ CPUs \(.+, family \S+ model \S+\)", md)  # the host is named
+    # the process's one-time set-up is timed apart from the per-op compiles
+    assert re.search(r"first compile of the process .*: \d+\.\d+ s \(export ", md)
     has_matplotlib = importlib.util.find_spec("matplotlib") is not None
     assert (run_dir / "results.png").exists() == has_matplotlib
 

@@ -14,8 +14,10 @@ of the import stage of a flex_attention module.
 
 ``decompositions_change_nothing`` says when that re-trace has nothing to
 change: every op of every graph is a functional aten/prims op with no
-CompositeImplicitAutograd kernel, not in the table, of static output shape and
-not one the re-trace rejects inside a modifier (``UNSUPPORTED_IN_MODIFIER``:
+CompositeImplicitAutograd kernel, not in the table, of static output shape
+(``aten.index.Tensor`` with integer indices counts, although it is tagged
+dynamic_output_shape for boolean masks) and not one the re-trace rejects
+inside a modifier (``UNSUPPORTED_IN_MODIFIER``:
 those keep the explained error of ``_run_decompositions``); the program has
 static shapes, no mutation, no dead node (unused ``getitem`` outputs aside) and
 no HOP but flex_attention.  Anything else, or anything unknown, answers False:
@@ -65,7 +67,7 @@ def _graph_is_final(gm: fx.GraphModule, table) -> bool:
         elif n.op == "get_attr":
             ok = isinstance(getattr(gm, n.target, None), fx.GraphModule)
         elif n.op == "call_function":
-            ok = _final_call(n.target, table) and _static(n.meta.get("val"))
+            ok = (_final_call(n.target, table) or _integer_index(n, table)) and _static(n.meta.get("val"))
         else:
             ok = False
         if not ok:
@@ -83,6 +85,18 @@ def _final_call(target, table) -> bool:
                 or target.overloadpacket.__name__ in UNSUPPORTED_IN_MODIFIER
                 or any(getattr(torch.Tag, t) in target.tags for t in UNSTABLE_TAGS)
                 or _has_cia_kernel(target))
+
+
+def _integer_index(n: fx.Node, table) -> bool:
+    """``aten.index.Tensor`` with integer index tensors (a captured tensor read
+    in a modifier): tagged dynamic_output_shape for boolean masks only."""
+    op = torch.ops.aten.index.Tensor
+    if n.target is not op or op in table or op.overloadpacket in table or len(n.args) != 2:
+        return False
+    indices = [i for i in n.args[1] if i is not None]
+    vals = [i.meta.get("val") if isinstance(i, fx.Node) else None for i in indices]
+    return bool(vals) and all(isinstance(v, torch.Tensor) and not v.dtype.is_floating_point
+                              and v.dtype not in (torch.bool, torch.uint8) for v in vals)
 
 
 def _has_cia_kernel(op: torch._ops.OpOverload) -> bool:

@@ -29,6 +29,7 @@ from .closure_captures import inline_scalar_constants, forget_capture_constant_v
 from .custom_ops import custom_op_decompositions
 from .dead_code import erase_dead_code
 from .decomposition_check import decompositions_change_nothing
+from .flat_apply_calls import inline_flat_apply_calls
 from .operator_aliases import retarget_operator_aliases
 from .decompositions import flex_decomposition_table, with_flex_decompositions
 from .errors import FlexImportError
@@ -256,12 +257,15 @@ def export_and_import(
     inline_scalar_constants(prog)
     # run_decompositions re-traces the whole program (~0.1-0.2 s): not the
     # dead BlockMask construction (dead_code.py), and not at all when it
-    # provably returns the same graph (decomposition_check.py) once `&`,
-    # `|`, `^` are renamed as it would (operator_aliases.py).
+    # provably returns the same graph (decomposition_check.py) once the
+    # calls it would only rename are renamed (below).
     erased = strip_block_mask_tensors(prog.graph) + erase_dead_code(prog.graph)
     if erased:
         prog.graph_module.recompile()
-    retarget_operator_aliases(prog.graph_module)  # `&` -> bitwise_and: no re-trace
+    # What the re-trace would only rename: `&` -> bitwise_and, flat_apply of
+    # an op (indexing a captured tensor) -> the op.
+    retarget_operator_aliases(prog.graph_module)
+    inline_flat_apply_calls(prog.graph_module)
     if decomposition_table and not decompositions_change_nothing(prog, decomposition_table):
         prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:

@@ -1,8 +1,9 @@
 """pytest: export_and_import skips run_decompositions only where it changes
 nothing (importer/decomposition_check.py): the imported Torch IR equals the
-IR of the path that always re-traces, and programs that need decomposing
-(CompositeImplicitAutograd or table ops, vmap from a BlockMask built in
-forward, captured-buffer indexing, in-place ops, dynamic shapes) take it."""
+IR of the path that always re-traces (also where the importer first renames
+what the re-trace would: `&` and captured-tensor indexing in modifiers), and
+programs that need decomposing (CompositeImplicitAutograd or table ops, a
+live vmap, in-place ops, dynamic shapes) take it."""
 
 import pytest
 import torch
@@ -39,6 +40,7 @@ class Flex(torch.nn.Module):
         self.w = torch.nn.Parameter(torch.randn(D))
         self.register_buffer("nb", torch.randn(D), persistent=False)
         self.c = torch.randn(D)  # a lifted constant
+        self.register_buffer("rel", torch.randn(H, S))
 
     def forward(self, q, k, v, doc):
         kind = self.kind
@@ -57,6 +59,9 @@ class Flex(torch.nn.Module):
         if kind == "and_mask":
             return flex_attention(q, k, v, block_mask=create_block_mask(
                 lambda b, h, i, j: (i >= j) & (i - j < 8), 1, 1, S, S, device="cpu"))
+        if kind == "bias_2d":  # a captured 2-D table read with two computed indices
+            return flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s + self.rel[h, (i - j).abs()],
+                                  block_mask=CAUSAL)
         if kind == "or_xor_scalar":  # aten.__or__/__xor__/__and__ .Tensor and .Scalar
             return flex_attention(q, k, v, block_mask=create_block_mask(
                 lambda b, h, i, j: (i >= j) & (((j & 3) == 0) | ((i ^ j) < 4) | (j ^ 5 == 1) | ((j | 1) == 3)),
@@ -67,8 +72,9 @@ class Flex(torch.nn.Module):
 
 
 # kind -> whether run_decompositions is skipped
-KINDS = {"softcap_causal": True, "state": True, "gqa_lse": True, "captured_buffer": False,
-         "mask_in_forward": False, "and_mask": True, "or_xor_scalar": True, "linear_block": False}
+KINDS = {"softcap_causal": True, "state": True, "gqa_lse": True, "captured_buffer": True,
+         "mask_in_forward": True, "and_mask": True, "or_xor_scalar": True, "bias_2d": True,
+         "linear_block": False}
 
 
 def inputs(kind):

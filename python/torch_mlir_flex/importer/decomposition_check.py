@@ -2,8 +2,9 @@
 
 ``torch.export.export`` (torch 2.13) returns the *training* IR: pre-dispatch
 ATen that may still hold CompositeImplicitAutograd ops (``linear``,
-``reshape``; ``__and__`` is renamed before, operator_aliases.py), in-place ops, functorch calls (``vmap`` from a
-``create_block_mask`` in forward), autograd-state calls and other HOPs.
+``reshape``; ``__and__`` is renamed before, operator_aliases.py), in-place
+ops, functorch calls (``vmap`` from a ``create_block_mask`` in forward),
+autograd-state calls and other HOPs.
 ``run_decompositions(table)`` turns that into the post-dispatch IR the
 importer needs: it re-traces the whole graph (HOP subgraphs such as the
 flex_attention score_mod / mask_mod included) through AOTAutograd, which
@@ -67,7 +68,8 @@ def _graph_is_final(gm: fx.GraphModule, table) -> bool:
         elif n.op == "get_attr":
             ok = isinstance(getattr(gm, n.target, None), fx.GraphModule)
         elif n.op == "call_function":
-            ok = (_final_call(n.target, table) or _integer_index(n, table)) and _static(n.meta.get("val"))
+            ok = ((_final_call(n.target, table) or _integer_index(n, table))
+                  and _static(n.meta.get("val")))
         else:
             ok = False
         if not ok:

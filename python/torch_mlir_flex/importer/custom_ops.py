@@ -16,6 +16,8 @@ from typing import Any, Callable, Dict, Iterator
 import torch
 from torch import fx
 
+from .graph_walk import call_nodes
+
 BUILTIN_NAMESPACES = ("aten", "prims", "higher_order")
 CUSTOM_OP_HINT = (
     "register a decomposition with torch._decomp.register_decomposition(<op>) or a "
@@ -24,14 +26,10 @@ CUSTOM_OP_HINT = (
 
 
 def _custom_ops(gm: fx.GraphModule) -> Iterator[torch._ops.OpOverload]:
-    for mod in gm.modules():
-        if not isinstance(mod, fx.GraphModule):
-            continue
-        for n in mod.graph.nodes:
-            t = n.target
-            if n.op == "call_function" and isinstance(t, torch._ops.OpOverload) \
-                    and t.namespace not in BUILTIN_NAMESPACES:
-                yield t
+    for _, n in call_nodes(gm):
+        t = n.target
+        if isinstance(t, torch._ops.OpOverload) and t.namespace not in BUILTIN_NAMESPACES:
+            yield t
 
 
 def _registered_decomposition(op) -> Callable:

@@ -18,6 +18,8 @@ the re-trace.
 import torch
 from torch import fx
 
+from .graph_walk import rewrite_calls
+
 aten = torch.ops.aten
 
 ALIASES = {
@@ -30,19 +32,14 @@ ALIASES = {
 }
 
 
+def _retarget(_gm: fx.GraphModule, n: fx.Node) -> bool:
+    if n.target not in ALIASES:
+        return False
+    n.target = ALIASES[n.target]
+    return True
+
+
 def retarget_operator_aliases(gm: fx.GraphModule) -> int:
     """Retargets the ALIASES calls of ``gm`` and of its submodules; returns
     how many were renamed (their graph modules are recompiled)."""
-    renamed = 0
-    for sub in gm.modules():
-        if not isinstance(sub, fx.GraphModule):
-            continue
-        here = 0
-        for n in sub.graph.nodes:
-            if n.op == "call_function" and n.target in ALIASES:
-                n.target = ALIASES[n.target]
-                here += 1
-        if here:
-            sub.recompile()
-        renamed += here
-    return renamed
+    return rewrite_calls(gm, _retarget)

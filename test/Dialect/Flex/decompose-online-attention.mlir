@@ -86,19 +86,24 @@ func.func @block(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<32x12x
 // CHECK: tensor.extract %{{.*}}[%{{.*}}] : tensor<4xf32>
 // CHECK-NOT: arith.cmpi slt
 // CHECK: return
-// Vector form: 16 keys per step, per row one product of the first 16-lane
-// chunks of E and one FMA with the second for each key; the 16 partial
-// vectors folded in four levels (lane groups 8, 4, 2, 1 of both operands)
-// into one vector of the 16 sums, times the scale, written as a row chunk
-// of S. The scores tile then only adds the capture.
+// Vector form: 16 keys per step, one after another: per row and key one
+// product of the first 16-lane chunks of E and one FMA with the second;
+// the 16 partial vectors folded pairwise as soon as both exist, in four
+// levels (lane groups 8, 4, 2, 1 of both operands), into one vector of
+// the 16 sums, times the scale, written as a row chunk of S. The scores
+// tile then only adds the capture.
 // VEC-LABEL: func.func @key_rows_score_mod
 // VEC-DAG: %[[SC:.*]] = arith.constant dense<2.500000e-01> : vector<16xf32>
 // VEC: scf.for %[[N0:.*]] = %c0 to %c32 step %c16 iter_args(%{{.*}}) -> (tensor<2x32xf32>)
 // VEC: scf.for %[[R:.*]] = %c0 to %c2 step %c1 iter_args(%[[S:.*]] = %{{.*}}) -> (tensor<2x32xf32>)
-// VEC-COUNT-16: arith.mulf {{.*}} : vector<16xf32>
-// VEC-COUNT-16: vector.fma {{.*}} : vector<16xf32>
+// VEC: %[[P0:.*]] = arith.mulf {{.*}} : vector<16xf32>
+// VEC: %[[S0:.*]] = vector.fma {{.*}}, %[[P0]] : vector<16xf32>
+// VEC: %[[P1:.*]] = arith.mulf {{.*}} : vector<16xf32>
+// VEC: %[[S1:.*]] = vector.fma {{.*}}, %[[P1]] : vector<16xf32>
+// VEC: vector.shuffle %[[S0]], %[[S1]] [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
+// VEC: vector.shuffle %[[S0]], %[[S1]] [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xf32>, vector<16xf32>
+// VEC-COUNT-2: vector.fma {{.*}} : vector<16xf32>
 // VEC: vector.shuffle {{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xf32>, vector<16xf32>
-// VEC: vector.shuffle {{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xf32>, vector<16xf32>
 // VEC: vector.shuffle {{.*}} [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27] : vector<16xf32>, vector<16xf32>
 // VEC: vector.shuffle {{.*}} [0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29] : vector<16xf32>, vector<16xf32>
 // VEC: %[[LO:.*]] = vector.shuffle {{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30] : vector<16xf32>, vector<16xf32>

@@ -545,17 +545,26 @@ func.func @block_tensors(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %
 // -----
 
 // Decode with head dim 256: the query row is dotted with rows of K as
-// they are, no K^T copy; 16 keys per step, sixteen FMAs per key (the
-// 16-lane chunks of E), the sums folded into one vector written to S.
+// they are, no K^T copy; 16 keys per step, one key after another, each in
+// four FMA chains over the 16-lane chunks of E (4 products, 12 FMAs, the
+// chains added), the sums folded into one vector written to S. P.V keeps
+// the single output row as 16 pieces of 16 lanes in one loop over the rows
+// of V (no 256-lane vector, no pass per column chunk).
 // VEC-LABEL: func.func @decode_e256
 // VEC-NOT: vector.from_elements
 // VEC-NOT: linalg.transpose
 // VEC: scf.for {{.*}} = %c0 to %c128 step %c16 iter_args({{.*}}) -> (tensor<1x128xf32>)
 // VEC: vector.transfer_read {{.*}} : tensor<128x256xf32>, vector<16xf32>
-// VEC-COUNT-240: vector.fma {{.*}} : vector<16xf32>
-// VEC-NOT: vector.fma
+// VEC-COUNT-4: arith.mulf {{.*}} : vector<16xf32>
+// VEC-COUNT-12: vector.fma {{.*}} : vector<16xf32>
+// VEC-COUNT-3: arith.addf {{.*}} : vector<16xf32>
+// VEC-COUNT-180: vector.fma {{.*}} : vector<16xf32>
 // VEC: vector.shuffle
 // VEC: vector.transfer_write {{.*}} : vector<16xf32>, tensor<1x128xf32>
+// VEC-NOT: vector<256xf32>
+// VEC: scf.for {{.*}} = %c0 to %c128 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// VEC-COUNT-16: vector.fma {{.*}} : vector<16xf32>
+// VEC-NOT: vector.fma
 // VEC: return
 func.func @decode_e256(%q: tensor<1x2x1x256xf32>, %k: tensor<1x2x512x256xf32>, %v: tensor<1x2x512x256xf32>) -> tensor<1x2x1x256xf32> {
   %o = tensor.empty() : tensor<1x2x1x256xf32>

@@ -8,10 +8,16 @@
 //   part[j] = sum over 16-lane chunks c of Q[m, c] * K[n0 + j, c]  (FMA)
 //   S[m, n0 : n0 + 16] = fold(part[0..15])
 //
+// The parts are computed one key after another, so that K is read row by
+// row, in memory order: the hardware prefetchers follow that stream, while
+// sixteen rows read chunk by chunk in step left decode (which streams all
+// of K from memory) at about half the bandwidth.
+//
 // fold halves sixteen 16-lane vectors to one in four levels: each level
 // pairs the vectors, and one shuffle takes the lower half of every lane
 // group of both, another the upper half, and an add sums them. The result
-// lane j holds key j's sum, so it is written to S as one vector.
+// lane j holds key j's sum, so it is written to S as one vector. Pairs are
+// folded as soon as both exist, which keeps few partial vectors live.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
@@ -27,6 +33,8 @@ using namespace mlir::flex;
 
 /// Lanes of one vector, and keys per fold.
 static constexpr int64_t kLanes = 16;
+/// Most independent FMA chains of one dot product.
+static constexpr int64_t kMaxChains = 4;
 
 bool mlir::flex::canUseKeyRowDots(int64_t e, int64_t nt) {
   return e > 0 && e % kLanes == 0 && nt > 0 && nt % kLanes == 0;
@@ -52,15 +60,58 @@ static Value foldPair(OpBuilder &b, Location loc, Value x, Value y,
   return arith::AddFOp::create(b, loc, l, h);
 }
 
-/// Lane j of the result = the sum of the lanes of parts[j].
-static Value foldSums(OpBuilder &b, Location loc, SmallVector<Value> parts) {
-  for (int64_t width = kLanes; parts.size() > 1; width /= 2) {
-    SmallVector<Value> next;
-    for (size_t i = 0; i + 1 < parts.size(); i += 2)
-      next.push_back(foldPair(b, loc, parts[i], parts[i + 1], width));
-    parts = std::move(next);
+/// Folds 16-lane vectors pushed one at a time: lane j of the final
+/// vector is the sum of the lanes of the j-th vector pushed. Each entry
+/// holds lane groups of `width` lanes; two entries of equal width fold
+/// into one of half the width (the pairing of a four-level tree).
+class LaneSumFold {
+public:
+  LaneSumFold(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  void push(Value part) {
+    stack.push_back({part, kLanes});
+    while (stack.size() > 1 &&
+           stack.back().second == stack[stack.size() - 2].second) {
+      auto [y, width] = stack.pop_back_val();
+      Value x = stack.pop_back_val().first;
+      stack.push_back({foldPair(b, loc, x, y, width), width / 2});
+    }
   }
-  return parts.front();
+
+  /// The sums, once kLanes vectors were pushed.
+  Value result() const {
+    assert(stack.size() == 1 && stack.front().second == 1 &&
+           "expected kLanes pushed vectors");
+    return stack.front().first;
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  SmallVector<std::pair<Value, int64_t>> stack;
+};
+
+/// Lane-wise products of one row of K with the row of Q whose 16-lane
+/// chunks are `qc`, summed over the chunks: in a few independent FMA
+/// chains (chunk c goes to chain c mod chains), added at the end. Short
+/// chains let the core run ahead to the loads of the next rows; one chain
+/// per key halved the bandwidth of a decode that streams K from memory.
+static Value rowDot(OpBuilder &b, Location loc, ArrayRef<Value> qc,
+                    function_ref<Value(int64_t)> keyChunk) {
+  int64_t chunks = qc.size();
+  int64_t chains =
+      std::min<int64_t>(kMaxChains, std::max<int64_t>(1, chunks / 2));
+  SmallVector<Value> acc(chains);
+  for (int64_t c = 0; c < chunks; ++c) {
+    Value kc = keyChunk(c);
+    Value &a = acc[c % chains];
+    a = a ? vector::FMAOp::create(b, loc, qc[c], kc, a).getResult()
+          : arith::MulFOp::create(b, loc, qc[c], kc).getResult();
+  }
+  for (int64_t width = 1; width < chains; width *= 2)
+    for (int64_t i = 0; i + width < chains; i += 2 * width)
+      acc[i] = arith::AddFOp::create(b, loc, acc[i], acc[i + width]);
+  return acc.front();
 }
 
 Value mlir::flex::buildKeyRowDots(OpBuilder &b, Location loc, Value q, Value k,
@@ -79,21 +130,18 @@ Value mlir::flex::buildKeyRowDots(OpBuilder &b, Location loc, Value q, Value k,
         auto rowLoop = scf::ForOp::create(
             kb, loc, cI(kb, 0), cI(kb, mt), cI(kb, 1), kIt,
             [&](OpBuilder &rb, Location, Value m, ValueRange rIt) {
-              SmallVector<Value> parts(kLanes);
-              for (int64_t c = 0; c < e; c += kLanes) {
-                Value col = cI(rb, c);
-                Value qc = readF32Row(rb, loc, q, m, col, kLanes);
-                for (int64_t j = 0; j < kLanes; ++j) {
-                  Value n = arith::AddIOp::create(rb, loc, n0, cI(rb, j));
-                  Value kc = readF32Row(rb, loc, k, n, col, kLanes);
-                  parts[j] =
-                      c == 0 ? arith::MulFOp::create(rb, loc, qc, kc).getResult()
-                             : vector::FMAOp::create(rb, loc, qc, kc, parts[j])
-                                   .getResult();
-                }
+              SmallVector<Value> qc;
+              for (int64_t c = 0; c < e; c += kLanes)
+                qc.push_back(readF32Row(rb, loc, q, m, cI(rb, c), kLanes));
+              LaneSumFold fold(rb, loc);
+              for (int64_t j = 0; j < kLanes; ++j) {
+                Value n = arith::AddIOp::create(rb, loc, n0, cI(rb, j));
+                fold.push(rowDot(rb, loc, qc, [&](int64_t c) {
+                  return readF32Row(rb, loc, k, n, cI(rb, c * kLanes), kLanes);
+                }));
               }
-              Value sums = arith::MulFOp::create(
-                  rb, loc, foldSums(rb, loc, parts), scaleVec);
+              Value sums =
+                  arith::MulFOp::create(rb, loc, fold.result(), scaleVec);
               Value out = vector::TransferWriteOp::create(
                               rb, loc, sums, rIt[0], ValueRange{m, n0},
                               ArrayRef<bool>{true})

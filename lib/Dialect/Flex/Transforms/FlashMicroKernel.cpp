@@ -43,13 +43,16 @@ int64_t rowsPerStep(int64_t rows, int64_t width) {
 }
 
 /// Column chunks [offset, size) covering `width`: near-equal chunks of at
-/// most `chunk` when it is set; else one up to kMaxFmaChunk, else chunks
-/// of at most kSplitFmaChunk (80 -> 80; 192 -> 3 x 64; 256 -> 4 x 64).
-SmallVector<std::pair<int64_t, int64_t>> columnChunks(int64_t width,
-                                                      int64_t chunk) {
-  int64_t n = chunk > 0                 ? llvm::divideCeil(width, chunk)
-              : width <= kMaxFmaChunk ? 1
-                                      : llvm::divideCeil(width, kSplitFmaChunk);
+/// most `chunk` when it is set; else one up to kMaxFmaChunk (up to
+/// kSingleRowFmaChunk for a single row of whole pieces), else chunks of at
+/// most kSplitFmaChunk (80 -> 80; 192 -> 3 x 64; 256 -> 4 x 64).
+SmallVector<std::pair<int64_t, int64_t>>
+columnChunks(int64_t width, int64_t chunk, int64_t rows) {
+  int64_t widest = rows == 1 && width % kPieceLanes == 0 ? kSingleRowFmaChunk
+                                                          : kMaxFmaChunk;
+  int64_t n = chunk > 0       ? llvm::divideCeil(width, chunk)
+              : width <= widest ? 1
+                                : llvm::divideCeil(width, kSplitFmaChunk);
   SmallVector<std::pair<int64_t, int64_t>> chunks;
   int64_t off = 0;
   for (int64_t c = 0; c < n; ++c) {
@@ -73,22 +76,34 @@ Value toF32(OpBuilder &b, Location loc, Value x) {
   return arith::ExtFOp::create(b, loc, b.getF32Type(), x);
 }
 
-/// Initial accumulators of rows mb .. mb + R - 1, columns [col, col + n):
-/// `zero` without a row scale.
+/// Lanes of one piece of a chunk: a single row of dest is carried as
+/// 16-lane pieces, so that each rhs row is read in ascending order (a
+/// wide vector is split by the code generator in any order, and rows read
+/// back to front stop the hardware prefetchers); else the chunk is one
+/// vector.
+int64_t pieceLanes(int64_t R, int64_t n) {
+  return R == 1 && n % kPieceLanes == 0 ? kPieceLanes : n;
+}
+
+/// Initial accumulators of rows mb .. mb + R - 1, columns [col, col + n),
+/// row-major in pieces of `pw` lanes: `zero` without a row scale.
 SmallVector<Value> initialRows(OpBuilder &b, Location loc,
                                const BroadcastFmaTiles &t, Value dest,
-                               Value mb, Value col, int64_t R, int64_t n,
-                               Value zero) {
-  auto vt = VectorType::get({n}, b.getF32Type());
+                               Value mb, int64_t col, int64_t R, int64_t n,
+                               int64_t pw, Value zero) {
+  auto vt = VectorType::get({pw}, b.getF32Type());
   if (!t.rowScale)
-    return SmallVector<Value>(R, zero);
+    return SmallVector<Value>(R * (n / pw), zero);
   SmallVector<Value> init;
   for (int64_t r = 0; r < R; ++r) {
     Value row = rowIndex(b, loc, mb, r);
-    Value a = readF32Row(b, loc, dest, row, col, n);
     Value s = tensor::ExtractOp::create(b, loc, t.rowScale, ValueRange{row});
-    init.push_back(arith::MulFOp::create(
-        b, loc, a, vector::BroadcastOp::create(b, loc, vt, s)));
+    Value bs = vector::BroadcastOp::create(b, loc, vt, s);
+    for (int64_t c = col; c < col + n; c += pw) {
+      Value a = readF32Row(b, loc, dest, row,
+                           arith::ConstantIndexOp::create(b, loc, c), pw);
+      init.push_back(arith::MulFOp::create(b, loc, a, bs));
+    }
   }
   return init;
 }
@@ -97,29 +112,37 @@ SmallVector<Value> initialRows(OpBuilder &b, Location loc,
 Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
                  Value dest, int64_t colOff, int64_t n) {
   int64_t R = rowsPerStep(t.rows, n);
-  auto vt = VectorType::get({n}, b.getF32Type());
-  auto cI = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-  Value c0 = cI(0), c1 = cI(1), col = cI(colOff);
+  int64_t pw = pieceLanes(R, n), pieces = n / pw;
+  auto vt = VectorType::get({pw}, b.getF32Type());
+  auto cI = [&](OpBuilder &ob, int64_t v) {
+    return arith::ConstantIndexOp::create(ob, loc, v);
+  };
+  Value c0 = cI(b, 0), c1 = cI(b, 1);
   Value zero;
   if (!t.rowScale)
     zero = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(vt, b.getF32FloatAttr(0.0)));
   auto mLoop = scf::ForOp::create(
-      b, loc, c0, cI(t.rows), cI(R), ValueRange{dest},
+      b, loc, c0, cI(b, t.rows), cI(b, R), ValueRange{dest},
       [&](OpBuilder &nb, Location l, Value mb, ValueRange iter) {
         SmallVector<Value> init =
-            initialRows(nb, l, t, iter[0], mb, col, R, n, zero);
+            initialRows(nb, l, t, iter[0], mb, colOff, R, n, pw, zero);
         auto kLoop = scf::ForOp::create(
-            nb, l, c0, arith::ConstantIndexOp::create(nb, l, t.reduction), c1,
-            init, [&](OpBuilder &kb, Location l2, Value k, ValueRange accs) {
-              Value rv = readF32Row(kb, l2, t.rhs, k, col, n);
+            nb, l, c0, cI(nb, t.reduction), c1, init,
+            [&](OpBuilder &kb, Location l2, Value k, ValueRange accs) {
+              SmallVector<Value> rv;
+              for (int64_t i = 0; i < pieces; ++i)
+                rv.push_back(readF32Row(kb, l2, t.rhs, k,
+                                        cI(kb, colOff + i * pw), pw));
               SmallVector<Value> outs;
               for (int64_t r = 0; r < R; ++r) {
                 Value x = tensor::ExtractOp::create(
                     kb, l2, t.lhs, ValueRange{rowIndex(kb, l2, mb, r), k});
                 Value bx = vector::BroadcastOp::create(kb, l2, vt,
                                                        toF32(kb, l2, x));
-                outs.push_back(vector::FMAOp::create(kb, l2, bx, rv, accs[r]));
+                for (int64_t i = 0; i < pieces; ++i)
+                  outs.push_back(vector::FMAOp::create(
+                      kb, l2, bx, rv[i], accs[r * pieces + i]));
               }
               scf::YieldOp::create(kb, l2, outs);
             });
@@ -128,13 +151,16 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
         if (t.outScale)
           outScale = vector::BroadcastOp::create(nb, l, vt, t.outScale);
         for (int64_t r = 0; r < R; ++r) {
-          Value sum = kLoop.getResult(r);
-          if (outScale)
-            sum = arith::MulFOp::create(nb, l, sum, outScale);
-          d = vector::TransferWriteOp::create(
-                  nb, l, sum, d,
-                  ValueRange{rowIndex(nb, l, mb, r), col}, ArrayRef<bool>{true})
-                  .getResult();
+          for (int64_t i = 0; i < pieces; ++i) {
+            Value sum = kLoop.getResult(r * pieces + i);
+            if (outScale)
+              sum = arith::MulFOp::create(nb, l, sum, outScale);
+            d = vector::TransferWriteOp::create(
+                    nb, l, sum, d,
+                    ValueRange{rowIndex(nb, l, mb, r), cI(nb, colOff + i * pw)},
+                    ArrayRef<bool>{true})
+                    .getResult();
+          }
         }
         scf::YieldOp::create(nb, l, d);
       });
@@ -146,7 +172,7 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
 Value buildBroadcastFmaKernel(OpBuilder &b, Location loc,
                               const BroadcastFmaTiles &t) {
   Value dest = t.dest;
-  for (auto [off, size] : columnChunks(t.width, t.chunk))
+  for (auto [off, size] : columnChunks(t.width, t.chunk, t.rows))
     dest = buildChunk(b, loc, t, dest, off, size);
   return dest;
 }

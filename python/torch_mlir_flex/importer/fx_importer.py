@@ -29,6 +29,7 @@ from .closure_captures import inline_scalar_constants, forget_capture_constant_v
 from .custom_ops import custom_op_decompositions
 from .dead_code import erase_dead_code
 from .decomposition_check import decompositions_change_nothing
+from .factory_calls import expand_new_ones_calls
 from .flat_apply_calls import inline_flat_apply_calls
 from .operator_aliases import retarget_operator_aliases
 from .decompositions import flex_decomposition_table, with_flex_decompositions
@@ -262,10 +263,12 @@ def export_and_import(
     erased = strip_block_mask_tensors(prog.graph) + erase_dead_code(prog.graph)
     if erased:
         prog.graph_module.recompile()
-    # What the re-trace would only rename: `&` -> bitwise_and, flat_apply of
-    # an op (indexing a captured tensor) -> the op.
+    # What the re-trace would only rename or expand: `&` -> bitwise_and,
+    # flat_apply of an op (indexing a captured tensor) -> the op, new_ones
+    # (torch's noop_mask) -> empty_strided + full_like.
     retarget_operator_aliases(prog.graph_module)
     inline_flat_apply_calls(prog.graph_module)
+    expand_new_ones_calls(prog.graph_module)
     if decomposition_table and not decompositions_change_nothing(prog, decomposition_table):
         prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:

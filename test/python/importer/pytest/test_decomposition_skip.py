@@ -1,7 +1,8 @@
 """pytest: export_and_import skips run_decompositions only where it changes
 nothing (importer/decomposition_check.py): the imported Torch IR equals the
 IR of the path that always re-traces (also where the importer first renames
-what the re-trace would: `&` and captured-tensor indexing in modifiers), and
+or expands what the re-trace would: `&`, captured-tensor indexing in
+modifiers, `new_ones` of torch's noop mask), and
 programs that need decomposing (CompositeImplicitAutograd or table ops, a
 live vmap, in-place ops, dynamic shapes) take it."""
 
@@ -66,6 +67,13 @@ class Flex(torch.nn.Module):
             return flex_attention(q, k, v, block_mask=create_block_mask(
                 lambda b, h, i, j: (i >= j) & (((j & 3) == 0) | ((i ^ j) < 4) | (j ^ 5 == 1) | ((j | 1) == 3)),
                 1, 1, S, S, device="cpu"))
+        if kind == "no_mask":  # torch's noop_mask: aten.new_ones in the mask graph
+            return flex_attention(q, k, v)
+        if kind == "decode_gqa_score":  # one query row, GQA, a score_mod and no mask
+            return flex_attention(q[:, :, :1], k[:, :1], v[:, :1], score_mod=softcap, enable_gqa=True)
+        if kind == "new_ones":  # new_ones forms beside the noop mask's
+            ones = q.new_ones([D]) + doc.new_ones([S, 1], dtype=torch.float32)[3] + doc.new_ones(())
+            return flex_attention(q * ones, k, v * q.new_ones((), dtype=torch.bool), block_mask=CAUSAL)
         if kind == "linear_block":
             return F.gelu(self.lin(flex_attention(q, k, v, block_mask=CAUSAL)), approximate="tanh")
         raise AssertionError(kind)
@@ -74,7 +82,7 @@ class Flex(torch.nn.Module):
 # kind -> whether run_decompositions is skipped
 KINDS = {"softcap_causal": True, "state": True, "gqa_lse": True, "captured_buffer": True,
          "mask_in_forward": True, "and_mask": True, "or_xor_scalar": True, "bias_2d": True,
-         "linear_block": False}
+         "no_mask": True, "decode_gqa_score": True, "new_ones": True, "linear_block": False}
 
 
 def inputs(kind):

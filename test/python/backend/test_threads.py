@@ -134,7 +134,12 @@ def _last_cpu(tid):
 def test_workers_leave_the_callers_cpu(omp_lib):
     """flex-omp-spread-workers: a worker that starts a region on the CPU of
     the calling thread moves to another CPU, and its affinity mask is the
-    one it had before."""
+    one it had before. The last CPU of a worker is read after the call, so
+    on a busy machine the scheduler may already have put an idle worker back
+    on the caller's CPU: up to three calls, one of which must show every
+    worker elsewhere. (Where the kernel itself wakes sleeping workers on
+    another CPU, this passes without the pass too; omp-spread-workers.mlir
+    checks the IR.)"""
     allowed = os.sched_getaffinity(0)
     if len(allowed) < 2:
         pytest.skip("needs two CPUs")
@@ -146,19 +151,21 @@ def test_workers_leave_the_callers_cpu(omp_lib):
     workers = _omp_workers()
     assert workers
     cpu = min(allowed)
-    try:
-        os.sched_setaffinity(0, {cpu})  # this thread only
-        for tid in workers:  # onto the caller's CPU, then the old mask back
-            os.sched_setaffinity(tid, {cpu})
-            os.sched_setaffinity(tid, allowed)
-        got = fn(q, k, v)
-        after = {tid: (_last_cpu(tid), os.sched_getaffinity(tid)) for tid in workers}
-    finally:
-        os.sched_setaffinity(0, allowed)
-    assert torch.equal(got, want)
-    for tid, (last, mask) in after.items():
-        assert mask == allowed, tid
-        assert last != cpu, tid
+    for _ in range(3):
+        try:
+            os.sched_setaffinity(0, {cpu})  # this thread only
+            for tid in workers:  # onto the caller's CPU, then the old mask back
+                os.sched_setaffinity(tid, {cpu})
+                os.sched_setaffinity(tid, allowed)
+            got = fn(q, k, v)
+            after = {tid: (_last_cpu(tid), os.sched_getaffinity(tid)) for tid in workers}
+        finally:
+            os.sched_setaffinity(0, allowed)
+        assert torch.equal(got, want)
+        assert all(mask == allowed for _, mask in after.values()), after
+        if all(last != cpu for last, _ in after.values()):
+            break
+    assert all(last != cpu for last, _ in after.values()), after
 
 
 def test_spread_workers_can_be_turned_off(omp_lib):

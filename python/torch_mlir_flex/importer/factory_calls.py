@@ -21,22 +21,15 @@ same either way.
 
 import torch
 from torch import fx
+from torch._prims_common import make_contiguous_strides_for
 
 from .graph_walk import rewrite_calls
 
 aten = torch.ops.aten
 
 
-def _contiguous_strides(size):
-    strides, step = [], 1
-    for extent in reversed(size):
-        strides.insert(0, step)
-        step *= max(int(extent), 1)
-    return strides
-
-
 def _plain_new_ones(n: fx.Node):
-    """(tensor, size, dtype, device) of a plain ``new_ones`` call, or None."""
+    """(size, dtype, device) of a plain ``new_ones`` call, or None."""
     if n.target is not aten.new_ones.default or len(n.args) != 2:
         return None
     tensor, size = n.args
@@ -49,17 +42,18 @@ def _plain_new_ones(n: fx.Node):
     dtype, device = kw.pop("dtype", None) or like.dtype, kw.pop("device", None) or like.device
     if kw or not isinstance(n.meta.get("val"), torch.Tensor):
         return None
-    return tensor, list(size), dtype, torch.device(device)
+    return list(size), dtype, torch.device(device)
 
 
 def _expand(gm: fx.GraphModule, n: fx.Node) -> bool:
     call = _plain_new_ones(n)
     if call is None:
         return False
-    _, size, dtype, device = call
+    size, dtype, device = call
+    strides = list(make_contiguous_strides_for(size))  # the decomposition's own
     g = gm.graph
     with g.inserting_before(n):
-        empty = g.call_function(aten.empty_strided.default, (size, _contiguous_strides(size)),
+        empty = g.call_function(aten.empty_strided.default, (size, strides),
                                 dict(dtype=dtype, layout=torch.strided, device=device, pin_memory=False))
         full = g.call_function(aten.full_like.default, (empty, True if dtype == torch.bool else 1),
                                dict(pin_memory=False))

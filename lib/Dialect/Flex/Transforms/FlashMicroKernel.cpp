@@ -76,11 +76,11 @@ Value toF32(OpBuilder &b, Location loc, Value x) {
   return arith::ExtFOp::create(b, loc, b.getF32Type(), x);
 }
 
-/// Lanes of one piece of a chunk: a single row of dest is carried as
-/// 16-lane pieces, so that each rhs row is read in ascending order (a
-/// wide vector is split by the code generator in any order, and rows read
-/// back to front stop the hardware prefetchers); else the chunk is one
-/// vector.
+/// Lanes of one piece of a chunk: a row carried alone in its step
+/// (R == 1: a single-row dest, or an odd row count) is carried as 16-lane
+/// pieces, so that each rhs row is read in ascending order (a wide vector
+/// is split by the code generator in any order, and rows read back to
+/// front stop the hardware prefetchers); else the chunk is one vector.
 int64_t pieceLanes(int64_t R, int64_t n) {
   return R == 1 && n % kPieceLanes == 0 ? kPieceLanes : n;
 }

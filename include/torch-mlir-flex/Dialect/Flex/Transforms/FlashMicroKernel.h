@@ -33,10 +33,10 @@ struct BroadcastFmaTiles {
 constexpr int64_t kMaxFmaChunk = 128;
 /// Widest row kept as one chunk when dest has a single row (decode): 16
 /// registers of accumulators, so that rhs is read once, row after row,
-/// instead of once per column chunk (measured 1.4x faster on a decode that
-/// streams V from memory).
+/// instead of once per column chunk (1.4x faster in a C model of a decode
+/// that streams V from memory).
 constexpr int64_t kSingleRowFmaChunk = 256;
-/// Lanes of one accumulator piece of a single-row chunk (one 512-bit
+/// Lanes of one accumulator piece of a row carried alone (one 512-bit
 /// register of f32).
 constexpr int64_t kPieceLanes = 16;
 /// Chunk width for wider rows (4 rows x 4 registers: measured faster than

@@ -10,8 +10,9 @@
 // padded to 48 keys (3 blocks of 16) and transposed; V is read in place for
 // the two whole blocks, and its last 8 rows padded to one block for the
 // third, which runs after the loop; the causal mask is classified per block
-// by interval arithmetic: empty blocks keep the state, full blocks run
-// flex.online_attention without the mask.
+// by interval arithmetic: empty blocks keep the state, live ones run one
+// flex.online_attention whose mask applies only where the block is not
+// full (mask_when), one copy for full and partial blocks.
 // CHECK-LABEL: func.func @causal_rows
 // CHECK: scf.forall (%[[H:.*]], %[[MT:.*]]) in (2, 3)
 // CHECK: %[[M0:.*]] = affine.apply #{{.*}}(%[[MT]])
@@ -32,22 +33,27 @@
 // CHECK: vector.transfer_write {{.*}}[%[[KBLK]], %c0, %[[KCOL]]] {{.*}} : vector<16xf32>, tensor<3x16x16xf32>
 // CHECK: %[[LOOP:.*]]:3 = scf.for %[[J:.*]] = %c0 to %c2 step %c1 iter_args(%[[MX:.*]] = %{{.*}}, %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}}) -> (tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
 // CHECK: %[[N0:.*]] = arith.muli %[[J]], %c16
-// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[M0]], %{{.*}} : index
+// CHECK: %[[KHI0:.*]] = arith.addi %[[N0]], %c15 : index
+// CHECK: %[[KHI:.*]] = arith.minsi %[[KHI0]], %c39 : index
 // CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %{{.*}}, %[[N0]] : index
 // CHECK: scf.if %[[EMPTY]]
 // CHECK-NEXT: scf.yield %[[MX]], %[[L]], %[[ACC]]
-// CHECK: scf.if %[[FULL]]
+// CHECK-NEXT: } else {
+// Not full (canonicalized from !(m0 >= last key)):
+// CHECK-NEXT: %[[PART:.*]] = arith.cmpi slt, %[[M0]], %[[KHI]] : index
 // CHECK: %[[JB:.*]] = arith.divui %[[N0]], %c16 : index
 // CHECK: %[[KB:.*]] = tensor.extract_slice %{{.*}}[0, %[[H]], %[[JB]], 0, 0] [1, 1, 1, 16, 16] {{.*}} : tensor<1x2x3x16x16xf32> to tensor<16x16xf32>
 // CHECK: %[[VB:.*]] = tensor.extract_slice %[[V]][0, %[[H]], %[[N0]], 0] [1, 1, 16, 16] {{.*}} : tensor<1x2x40x16xf32> to tensor<16x16xf32>
 // CHECK: flex.online_attention ins(%[[QT]], %[[KB]], %[[VB]] : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
 // CHECK-SAME: at(%c0, %[[H]], %[[M0]], %[[N0]]) bounds(%[[ROWS]], %c40)
 // CHECK-SAME: outs(%[[MX]], %[[L]], %[[ACC]] : tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>)
-// CHECK-SAME: scale(2.500000e-01) {transposed_key} -> tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>
-// CHECK: } else {
-// CHECK: flex.online_attention
-// CHECK-SAME: {transposed_key} mask_mod {
+// CHECK-SAME: scale(2.500000e-01) mask_when(%[[PART]]) {transposed_key} mask_mod {
 // CHECK: arith.cmpi sge
+// CHECK-NEXT: flex.yield
+// CHECK-NEXT: } -> tensor<16xf32>, tensor<16xf32>, tensor<16x16xf32>
+// CHECK-NEXT: scf.yield %new_max, %new_sum, %new_acc
+// CHECK-NEXT: }
+// CHECK-NEXT: scf.yield
 // The tail block (keys 32..39) on the loop's state, V from the padded tail:
 // CHECK: scf.if
 // CHECK-NEXT: scf.yield %[[LOOP]]#0, %[[LOOP]]#1, %[[LOOP]]#2
@@ -194,13 +200,12 @@ module attributes {transform.with_named_sequence} {
 // CHECK: %[[EMPTY:.*]] = arith.ori %[[E1]], %[[NPOS]] : i1
 // CHECK: scf.if %[[EMPTY]]
 // CHECK-NEXT: scf.yield %[[MX]], %[[L]], %[[ACC]]
-// CHECK: scf.if %[[FULL]]
+// CHECK-NEXT: } else {
+// CHECK-NEXT: %[[PART:.*]] = arith.xori %[[FULL]], %true : i1
 // CHECK: flex.online_attention
 // CHECK-SAME: at(%[[B]], %[[H]], %[[M0]], %[[N0]])
-// CHECK-NOT: mask_mod
-// CHECK: } else {
-// CHECK: flex.online_attention
-// CHECK-SAME: mask_mod {
+// CHECK-SAME: mask_when(%[[PART]]) {transposed_key} mask_mod {
+// CHECK-NOT: flex.online_attention
 // CHECK: scf.forall.in_parallel
 func.func @document_per_batch(%q: tensor<2x2x32x16xf32>, %k: tensor<2x2x32x16xf32>, %v: tensor<2x2x32x16xf32>, %doc: tensor<2x32xi32>, %keep: tensor<32xi1>, %bias: tensor<32xf32>) -> tensor<2x2x32x16xf32> {
   %o = tensor.empty() : tensor<2x2x32x16xf32>
@@ -263,11 +268,10 @@ module attributes {transform.with_named_sequence} {
 // CHECK: arith.divsi %{{.*}}, %c3_i32 : i32
 // CHECK: arith.remsi %{{.*}}, %c3_i32 : i32
 // CHECK: scf.if
-// CHECK: flex.online_attention
-// CHECK-NOT: mask_mod
 // CHECK: } else {
+// CHECK-NEXT: %[[PART:.*]] = arith.xori %{{.*}}, %true : i1
 // CHECK: flex.online_attention
-// CHECK-SAME: mask_mod {
+// CHECK-SAME: mask_when(%[[PART]]) {transposed_key} mask_mod {
 // CHECK: math.floor
 func.func @floor_div_rem_abs(%q: tensor<1x1x32x16xf32>, %k: tensor<1x1x32x16xf32>, %v: tensor<1x1x32x16xf32>) -> tensor<1x1x32x16xf32> {
   %o = tensor.empty() : tensor<1x1x32x16xf32>
@@ -326,10 +330,13 @@ module attributes {transform.with_named_sequence} {
 // CHECK: %[[NHI:.*]] = arith.minsi %[[NHI0]], %c63
 // CHECK: %[[KLO:.*]] = arith.divsi %[[N0]], %c16 : index
 // CHECK: %[[KHI:.*]] = arith.divsi %[[NHI]], %c16 : index
-// CHECK: %[[FULL:.*]] = arith.cmpi sge, %[[QLO]], %[[KHI]] : index
 // CHECK: %[[EMPTY:.*]] = arith.cmpi slt, %[[QHI]], %[[KLO]] : index
 // CHECK: scf.if %[[EMPTY]]
-// CHECK: scf.if %[[FULL]]
+// CHECK: } else {
+// Not full: !(qlo >= khi), canonicalized:
+// CHECK-NEXT: %[[PART:.*]] = arith.cmpi slt, %[[QLO]], %[[KHI]] : index
+// CHECK: flex.online_attention
+// CHECK-SAME: mask_when(%[[PART]]) {transposed_key} mask_mod
 func.func @block_causal_div(%q: tensor<1x1x64x16xf32>, %k: tensor<1x1x64x16xf32>, %v: tensor<1x1x64x16xf32>) -> tensor<1x1x64x16xf32> {
   %o = tensor.empty() : tensor<1x1x64x16xf32>
   %r = flex.attention ins(%q, %k, %v : tensor<1x1x64x16xf32>, tensor<1x1x64x16xf32>, tensor<1x1x64x16xf32>)
@@ -375,7 +382,7 @@ module attributes {transform.with_named_sequence} {
 // CHECK: tensor.extract_slice %{{.*}}[0, %[[KH]], %{{.*}}, 0] [1, 1, 16, 16]
 // CHECK: flex.online_attention ins(%[[Q]], %{{.*}}, %{{.*}} : tensor<4x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>)
 // CHECK-SAME: at(%c0, %[[H0]], %c0, %{{.*}}) bounds(%c2, %c32)
-// CHECK-SAME: {rows_per_head = 2 : i64}
+// CHECK-SAME: mask_when(%{{.*}}) {rows_per_head = 2 : i64}
 // CHECK: tensor.expand_shape {{.*}} output_shape [1, 2, 2, 16] : tensor<4x16xf32> into tensor<1x2x2x16xf32>
 // CHECK: scf.forall.in_parallel
 func.func @gqa_decode_dense(%q: tensor<1x4x2x16xf32>, %k: tensor<1x2x32x16xf32>, %v: tensor<1x2x32x16xf32>) -> tensor<1x4x2x16xf32> {

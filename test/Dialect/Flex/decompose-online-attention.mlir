@@ -226,3 +226,48 @@ func.func @full_block(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<3
       scale(0.25) {transposed_key} -> tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
   return %r#0, %r#1, %r#2 : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
 }
+
+// -----
+
+// mask_when: one Q.K^T, then the scores with the mask where %partial is
+// true and without it otherwise (scf.if); one softmax update and P.V.
+// CHECK-LABEL: func.func @mask_when
+// CHECK-SAME: %[[PART:[^:]+]]: i1)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<8x32xf32>)
+// CHECK: %[[S:.*]] = scf.if %[[PART]] -> (tensor<8x32xf32>)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: arith.cmpi sge
+// CHECK: arith.select
+// CHECK: } else {
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK-NOT: arith.cmpi
+// CHECK: linalg.yield
+// CHECK: }
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}} ins(%[[S]] : tensor<8x32xf32>)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<8x12xf32>)
+// CHECK-NOT: iterator_types = ["parallel", "reduction", "parallel"]
+// CHECK: return
+// VEC-LABEL: func.func @mask_when
+// VEC: scf.if
+// VEC: arith.cmpi sge
+// VEC: } else {
+// VEC: vector.fma {{.*}} : vector<12xf32>
+// VEC-NOT: vector.fma {{.*}} : vector<32xf32>
+// VEC: return
+func.func @mask_when(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<32x12xf32>,
+                     %mx: tensor<8xf32>, %l: tensor<8xf32>, %acc: tensor<8x12xf32>,
+                     %b: index, %h: index, %m0: index, %n0: index, %partial: i1)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>) {
+  %c8 = arith.constant 8 : index
+  %c64 = arith.constant 64 : index
+  %r:3 = flex.online_attention ins(%q, %kt, %v : tensor<8x16xf32>, tensor<16x32xf32>, tensor<32x12xf32>)
+      at(%b, %h, %m0, %n0) bounds(%c8, %c64)
+      outs(%mx, %l, %acc : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>)
+      scale(0.25) mask_when(%partial) {transposed_key}
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %m: index, %kv: index):
+        %c = arith.cmpi sge, %m, %kv : index
+        flex.yield %c : i1
+      } -> tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
+  return %r#0, %r#1, %r#2 : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
+}

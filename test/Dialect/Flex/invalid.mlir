@@ -563,6 +563,19 @@ func.func @online_key_shape(%q: tensor<16x8xf32>, %k: tensor<32x8xf32>, %v: tens
 
 // -----
 
+func.func @online_mask_when_without_mask(%q: tensor<16x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                                         %mx: tensor<16xf32>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>,
+                                         %i: index, %w: i1) {
+  // expected-error @+1 {{mask_when without a mask_mod region}}
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<16x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(0.125) mask_when(%w)
+      -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+  return
+}
+
+// -----
+
 func.func @online_dynamic(%q: tensor<?x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
                           %mx: tensor<16xf32>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>, %i: index) {
   // expected-error @+1 {{expected query to have a static shape of rank 2, got 'tensor<?x8xf32>'}}

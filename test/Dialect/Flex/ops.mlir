@@ -296,6 +296,27 @@ func.func @online_attention(%q: tensor<16x8xbf16>, %kt: tensor<8x32xbf16>, %v: t
 
 // -----
 
+// mask_when: the mask applies only where the i1 operand is true.
+// CHECK-LABEL: func.func @online_attention_mask_when
+// CHECK-SAME: %[[W:[^:]+]]: i1
+// CHECK: flex.online_attention ins({{.*}}) at({{.*}}) bounds({{.*}}) outs({{.*}}) scale(1.250000e-01) mask_when(%[[W]]) mask_mod {
+func.func @online_attention_mask_when(%q: tensor<16x8xf32>, %k: tensor<32x8xf32>, %v: tensor<32x4xf32>,
+                                      %mx: tensor<16xf32>, %l: tensor<16xf32>, %acc: tensor<16x4xf32>,
+                                      %i: index, %w: i1)
+    -> (tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) {
+  %r:3 = flex.online_attention ins(%q, %k, %v : tensor<16x8xf32>, tensor<32x8xf32>, tensor<32x4xf32>)
+      at(%i, %i, %i, %i) bounds(%i, %i)
+      outs(%mx, %l, %acc : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>) scale(0.125) mask_when(%w)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %k2 = arith.cmpi sge, %m, %n : index
+        flex.yield %k2 : i1
+      } -> tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+  return %r#0, %r#1, %r#2 : tensor<16xf32>, tensor<16xf32>, tensor<16x4xf32>
+}
+
+// -----
+
 // Generic form parses to the same op.
 // CHECK-LABEL: func.func @generic_form
 // CHECK: flex.attention ins({{.+}}) outs({{.+}}) scale(1.250000e-01) -> tensor<1x2x16x8xf32>

@@ -31,16 +31,15 @@
 // CHECK: scf.if %[[EMPTY]]
 // CHECK-NEXT: scf.yield %[[MX]], %[[LS]], %[[ACC]]
 // CHECK: } else {
-// A full block runs without the mask:
-// CHECK: scf.if %[[FULL]]
+// One copy of the block for full and partial ones: Q.K^T once, then the
+// scores without the mask when the block is full, with it otherwise.
 // CHECK: %[[JB:.*]] = arith.divui %[[N0]], %c64 : index
 // CHECK: tensor.extract_slice %[[KT]][0, %[[H]], %[[JB]], 0, 0] [1, 1, 1, 32, 64]
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} ins(%[[QT]], %{{.*}} : tensor<64x32xf32>, tensor<32x64xf32>) outs(%{{.*}} : tensor<64x64xf32>)
+// CHECK: scf.if %[[FULL]] -> (tensor<64x64xf32>)
+// CHECK: arith.mulf
 // CHECK-NOT: arith.cmpi
 // CHECK: } else {
-// CHECK: %[[JB2:.*]] = arith.divui %[[N0]], %c64 : index
-// CHECK: tensor.extract_slice %[[KT]][0, %[[H]], %[[JB2]], 0, 0] [1, 1, 1, 32, 64]
-// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<64x64xf32>)
 // The scores see global indices: m0 + linalg.index 0, n0 + linalg.index 1.
 // CHECK: arith.mulf
 // CHECK: %[[IM:.*]] = linalg.index 0 : index
@@ -63,6 +62,8 @@
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]
 // CHECK: linalg.generic {{.*}}outs(%[[ACC]] : tensor<64x32xf32>)
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction", "parallel"]{{.*}} outs(%{{.*}} : tensor<64x32xf32>)
+// (no second copy of the contractions)
+// CHECK-NOT: iterator_types = ["parallel", "reduction", "parallel"]
 // Normalization: fully masked rows (max = -inf) give 0; lse in log2 units.
 // CHECK: arith.divf
 // CHECK: arith.cmpf oeq
@@ -84,15 +85,15 @@
 // VEC-COUNT-16: vector.transfer_read {{.*}} : tensor<128x32xf32>, vector<16xf32>
 // VEC: vector.from_elements
 // VEC-COUNT-16: vector.transfer_write {{.*}} : vector<16xf32>, tensor<2x32x64xf32>
-// Q.K^T in two column chunks of 32 (kQKChunk), 8 rows x 2 registers:
+// Q.K^T in two column chunks of 32 (kQKChunk), 8 rows x 2 registers, as
+// one kernel in a loop over the chunk's column offset:
+// VEC: scf.for %[[COL:.*]] = %c0 to %c64 step %c32 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
 // VEC: scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
 // VEC: scf.for {{.*}} = %c0 to %c32 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c0], {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<32xf32>
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %[[COL]]], {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<32xf32>
 // VEC: vector.fma {{.*}} : vector<32xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c0] {in_bounds = [true]} : vector<32xf32>, tensor<64x64xf32>
-// VEC: scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c32], {{.*}} {in_bounds = [true]} : tensor<32x64xf32>, vector<32xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c32] {in_bounds = [true]} : vector<32xf32>, tensor<64x64xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %[[COL]]] {in_bounds = [true]} : vector<32xf32>, tensor<64x64xf32>
+// VEC-NOT: vector.transfer_read {{.*}} : tensor<32x64xf32>, vector<32xf32>
 // VEC: linalg.generic
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (tensor<64x64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
 // VEC: vector.extract_strided_slice {{.*}} : vector<64xf32> to vector<32xf32>
@@ -336,31 +337,20 @@ func.func @softcap(%q: tensor<1x2x64x16xf32>, %k: tensor<1x2x64x16xf32>, %v: ten
 // Head dim 256 stays on the vector path: Q.K^T reduces over E = 256 with
 // 8 rows of S in registers (chunks of 32 columns), and P.V splits the
 // rows of acc (and V) into four column chunks of 64 (4 rows x 4 registers
-// each), at offsets 0 .. 192.
+// each), at offsets 0 .. 192 of one loop.
 // VEC-LABEL: func.func @head_dim_256
 // VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
 // VEC: scf.for {{.*}} = %c0 to %c256 step %c1 iter_args({{.*}}) -> (vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>, vector<32xf32>)
 // VEC: vector.fma {{.*}} : vector<32xf32>
+// The four chunks are one kernel in a loop over their column offset:
+// VEC: scf.for %[[COL:.*]] = %c0 to %c256 step %c64 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c0], {{.*}} : tensor<64x256xf32>, vector<64xf32>
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %[[COL]]], {{.*}} : tensor<64x256xf32>, vector<64xf32>
 // VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
+// VEC: vector.transfer_read {{.*}}[%{{.*}}, %[[COL]]], {{.*}} : tensor<64x256xf32>, vector<64xf32>
 // VEC: vector.fma {{.*}} : vector<64xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c0] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c64], {{.*}} : tensor<64x256xf32>, vector<64xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
-// VEC: vector.fma {{.*}} : vector<64xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c64] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c128], {{.*}} : tensor<64x256xf32>, vector<64xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
-// VEC: vector.fma {{.*}} : vector<64xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c128] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x256xf32>)
-// VEC: vector.transfer_read {{.*}}[%{{.*}}, %c192], {{.*}} : tensor<64x256xf32>, vector<64xf32>
-// VEC: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<64xf32>, vector<64xf32>, vector<64xf32>, vector<64xf32>)
-// VEC: vector.fma {{.*}} : vector<64xf32>
-// VEC: vector.transfer_write {{.*}}[%{{.*}}, %c192] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC: vector.transfer_write {{.*}}[%{{.*}}, %[[COL]]] {in_bounds = [true]} : vector<64xf32>, tensor<64x256xf32>
+// VEC-NOT: vector.fma {{.*}} : vector<64xf32>
 // VEC-NOT: iterator_types = ["parallel", "reduction", "parallel"]
 // VEC: return
 func.func @head_dim_256(%q: tensor<1x1x64x256xf32>, %k: tensor<1x1x64x256xf32>, %v: tensor<1x1x64x256xf32>) -> tensor<1x1x64x256xf32> {

@@ -77,6 +77,8 @@ LogicalResult OnlineAttentionOp::verify() {
     if (r.getInt() <= 0 || mt % r.getInt())
       return emitOpError() << "expected rows_per_head > 0 dividing the "
                            << mt << " rows of the tile, got " << r.getInt();
+  if (getMaskWhen() && !hasMaskMod())
+    return emitOpError("mask_when without a mask_mod region");
   for (auto [res, init] : llvm::zip_equal(
            getResults(), ValueRange{getMax(), getSum(), getAcc()}))
     if (res.getType() != init.getType())

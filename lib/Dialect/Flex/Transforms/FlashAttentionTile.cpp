@@ -86,12 +86,14 @@ static Value expandHeads(OpBuilder &b, Location loc, Value t, Type to) {
 }
 
 /// flex.online_attention of key block `n0` on the state; without the mask
-/// when `withMask` is false (a block classified full). The last, partial
-/// block (`tail`) reads the layout's padded tail copies where it has them.
+/// when `withMask` is false (a block proved full), with it where
+/// `maskWhen` is true when that is set (a block classified at run time).
+/// The last, partial block (`tail`) reads the layout's padded tail copies
+/// where it has them.
 static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
                                      const RowTile &t, Value n0,
                                      ValueRange state, bool withMask,
-                                     bool tail) {
+                                     bool tail, Value maskWhen = {}) {
   const KeyValueLayout &lay = *t.layout;
   OpFoldResult z = b.getIndexAttr(0), one = b.getIndexAttr(1);
   OpFoldResult eA = b.getIndexAttr(t.e), ntA = b.getIndexAttr(t.tileN);
@@ -121,7 +123,7 @@ static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
   auto online = OnlineAttentionOp::create(
       b, loc, state.getTypes(), t.q, k, v, t.op.getCaptures(), t.b, t.h, t.m0,
       n0, t.rows, lay.kvLen, state[0], state[1], state[2],
-      t.op.getScaleAttr(), lay.transposedKey ? b.getUnitAttr() : UnitAttr(),
+      withMask ? maskWhen : Value(), t.op.getScaleAttr(), lay.transposedKey ? b.getUnitAttr() : UnitAttr(),
       lay.pairedKey ? b.getUnitAttr() : UnitAttr(),
       lay.pairedValue ? b.getUnitAttr() : UnitAttr(),
       t.heads > 1 ? b.getI64IntegerAttr(t.rowsPerHead) : IntegerAttr());
@@ -213,13 +215,16 @@ static SmallVector<Value> buildKeyStep(OpBuilder &b, Location loc,
   if (t.op.hasBlockTensors())
     cls = withBlockTensors(b, loc, t, n0, cls);
   bool hasMask = t.op.hasMaskMod();
+  // One block for full and partial ones: the mask applies where the block
+  // is not full (one copy of the kernels instead of two).
   auto compute = [&]() -> SmallVector<Value> {
     if (!cls.full)
       return buildBlock(b, loc, t, n0, st, hasMask, tail);
-    return ifElse(
-        b, loc, cls.full, st.getTypes(),
-        [&] { return buildBlock(b, loc, t, n0, st, false, tail); },
-        [&] { return buildBlock(b, loc, t, n0, st, true, tail); });
+    if (!hasMask) // full by the block tensors alone: nothing to mask
+      return buildBlock(b, loc, t, n0, st, false, tail);
+    Value notFull = arith::XOrIOp::create(
+        b, loc, cls.full, arith::ConstantIntOp::create(b, loc, 1, 1));
+    return buildBlock(b, loc, t, n0, st, true, tail, notFull);
   };
   if (!cls.live)
     return compute();

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
@@ -63,9 +64,12 @@ columnChunks(int64_t width, int64_t chunk, int64_t rows) {
   return chunks;
 }
 
+/// `base + r`, folded when both are constants.
 Value rowIndex(OpBuilder &b, Location loc, Value base, int64_t r) {
   if (r == 0)
     return base;
+  if (std::optional<int64_t> c = getConstantIntValue(base))
+    return arith::ConstantIndexOp::create(b, loc, *c + r);
   return arith::AddIOp::create(b, loc, base,
                                arith::ConstantIndexOp::create(b, loc, r));
 }
@@ -89,7 +93,7 @@ int64_t pieceLanes(int64_t R, int64_t n) {
 /// row-major in pieces of `pw` lanes: `zero` without a row scale.
 SmallVector<Value> initialRows(OpBuilder &b, Location loc,
                                const BroadcastFmaTiles &t, Value dest,
-                               Value mb, int64_t col, int64_t R, int64_t n,
+                               Value mb, Value col, int64_t R, int64_t n,
                                int64_t pw, Value zero) {
   auto vt = VectorType::get({pw}, b.getF32Type());
   if (!t.rowScale)
@@ -99,18 +103,17 @@ SmallVector<Value> initialRows(OpBuilder &b, Location loc,
     Value row = rowIndex(b, loc, mb, r);
     Value s = tensor::ExtractOp::create(b, loc, t.rowScale, ValueRange{row});
     Value bs = vector::BroadcastOp::create(b, loc, vt, s);
-    for (int64_t c = col; c < col + n; c += pw) {
-      Value a = readF32Row(b, loc, dest, row,
-                           arith::ConstantIndexOp::create(b, loc, c), pw);
+    for (int64_t c = 0; c < n; c += pw) {
+      Value a = readF32Row(b, loc, dest, row, rowIndex(b, loc, col, c), pw);
       init.push_back(arith::MulFOp::create(b, loc, a, bs));
     }
   }
   return init;
 }
 
-/// The kernel for columns [col, col + n) of dest.
+/// The kernel for columns [colOff, colOff + n) of dest.
 Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
-                 Value dest, int64_t colOff, int64_t n) {
+                 Value dest, Value colOff, int64_t n) {
   int64_t R = rowsPerStep(t.rows, n);
   int64_t pw = pieceLanes(R, n), pieces = n / pw;
   auto vt = VectorType::get({pw}, b.getF32Type());
@@ -133,7 +136,7 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
               SmallVector<Value> rv;
               for (int64_t i = 0; i < pieces; ++i)
                 rv.push_back(readF32Row(kb, l2, t.rhs, k,
-                                        cI(kb, colOff + i * pw), pw));
+                                        rowIndex(kb, l2, colOff, i * pw), pw));
               SmallVector<Value> outs;
               for (int64_t r = 0; r < R; ++r) {
                 Value x = tensor::ExtractOp::create(
@@ -157,7 +160,8 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
               sum = arith::MulFOp::create(nb, l, sum, outScale);
             d = vector::TransferWriteOp::create(
                     nb, l, sum, d,
-                    ValueRange{rowIndex(nb, l, mb, r), cI(nb, colOff + i * pw)},
+                    ValueRange{rowIndex(nb, l, mb, r),
+                               rowIndex(nb, l, colOff, i * pw)},
                     ArrayRef<bool>{true})
                     .getResult();
           }
@@ -171,9 +175,34 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
 
 Value buildBroadcastFmaKernel(OpBuilder &b, Location loc,
                               const BroadcastFmaTiles &t) {
+  // Runs of equal chunks share one kernel in a loop over the chunk offset
+  // (code size: a 256-wide P.V is one kernel, not four copies).
+  SmallVector<std::pair<int64_t, int64_t>> chunks =
+      columnChunks(t.width, t.chunk, t.rows);
   Value dest = t.dest;
-  for (auto [off, size] : columnChunks(t.width, t.chunk, t.rows))
-    dest = buildChunk(b, loc, t, dest, off, size);
+  for (size_t i = 0; i < chunks.size();) {
+    auto [off, size] = chunks[i];
+    size_t j = i + 1;
+    while (j < chunks.size() && chunks[j].second == size)
+      ++j;
+    if (j - i == 1) {
+      dest = buildChunk(b, loc, t, dest,
+                        arith::ConstantIndexOp::create(b, loc, off), size);
+    } else {
+      auto cI = [&](int64_t v) {
+        return arith::ConstantIndexOp::create(b, loc, v);
+      };
+      int64_t end = off + static_cast<int64_t>(j - i) * size;
+      dest = scf::ForOp::create(
+                 b, loc, cI(off), cI(end), cI(size), ValueRange{dest},
+                 [&](OpBuilder &nb, Location l, Value col, ValueRange it) {
+                   scf::YieldOp::create(
+                       nb, l, buildChunk(nb, l, t, it[0], col, size));
+                 })
+                 .getResult(0);
+    }
+    i = j;
+  }
   return dest;
 }
 

@@ -2,7 +2,9 @@
 //
 // One block of the online softmax as its four tile builders:
 //   S = Q.K^T (buildQKTile, times the scale in the broadcast-FMA kernel);
-//   S = mask(score_mod(scale * S)) on global indices (buildScoreTile, here); P, max, sum, corr (buildSoftmaxUpdate);
+//   S = mask(score_mod(scale * S)) on global indices (buildScoreTile, here;
+//     the mask under scf.if when the op has mask_when);
+//   P, max, sum, corr (buildSoftmaxUpdate);
 //   acc = acc * corr + P.V (buildPVTile).
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +13,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 #include <limits>
@@ -25,9 +28,9 @@ static bool mayDiffer(Value v, int64_t c) {
   return !k || *k != c;
 }
 
-Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
-                                 OnlineAttentionOp op, Value s,
-                                 bool scaled) {
+/// The score tile with the mask applied or not (`withMask`).
+static Value buildScores(OpBuilder &b, Location loc, OnlineAttentionOp op,
+                         Value s, bool scaled, bool withMask) {
   MLIRContext *ctx = b.getContext();
   AffineMap id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
   int64_t nt = op.getTileKeys(), rph = op.getTileRowsPerHead();
@@ -38,7 +41,7 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
   bool clampRows = mayDiffer(op.getRows(), rph);
   std::optional<int64_t> kvLen = getConstantIntValue(op.getKvLen());
   bool padKeys = !kvLen || *kvLen % nt != 0;
-  bool hasScore = op.hasScoreMod(), hasMask = op.hasMaskMod();
+  bool hasScore = op.hasScoreMod(), hasMask = withMask && op.hasMaskMod();
   if (scaled && !hasScore && !hasMask && !padKeys)
     return s;
   Value scale =
@@ -90,6 +93,22 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
         linalg::YieldOp::create(nb, l, x);
       });
   return gen.getResult(0);
+}
+
+Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
+                                 OnlineAttentionOp op, Value s,
+                                 bool scaled) {
+  Value when = op.getMaskWhen();
+  if (!when || !op.hasMaskMod())
+    return buildScores(b, loc, op, s, scaled, true);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{s.getType()}, when,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, true));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, false));
+  return ifOp.getResult(0);
 }
 
 LogicalResult mlir::flex::decomposeOnlineAttention(RewriterBase &rewriter,

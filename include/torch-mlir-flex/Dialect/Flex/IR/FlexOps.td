@@ -255,6 +255,7 @@ def Flex_AttentionOp : Flex_Op<"attention", [
 }
 
 def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
+    AttrSizedOperandSegments,
     RecursiveMemoryEffects,
     SingleBlock
   ]> {
@@ -312,6 +313,19 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
     lowering drops the mask on blocks it proved full); the regions are
     those of flex.attention.
 
+    `mask_when(%c)` (an `i1`, with a `mask_mod`) applies the mask only
+    when `%c` is true: the lowering passes "not proved full" for blocks it
+    classifies at run time, so that full and partial blocks share one copy
+    of the contractions and the softmax update.
+
+    ```mlir
+    %not_full = arith.xori %full, %true : i1
+    %mx1, %l1, %acc1 = flex.online_attention
+        ins(%q, %kt, %v : ...) at(%b, %h, %m0, %n0) bounds(%c64, %n)
+        outs(%mx, %l, %acc : ...) scale(0.125) mask_when(%not_full)
+        mask_mod { ... } -> ...
+    ```
+
     ```mlir
     %mx1, %l1, %acc1 = flex.online_attention
         ins(%q, %kt, %v : tensor<64x32xf32>, tensor<32x64xf32>,
@@ -347,6 +361,7 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
     AnyRankedTensor:$max,
     AnyRankedTensor:$sum,
     AnyRankedTensor:$acc,
+    Optional<I1>:$mask_when,
     F32Attr:$scale,
     UnitAttr:$transposed_key,
     UnitAttr:$paired_key,
@@ -367,6 +382,7 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
     `outs` `(` $max `,` $sum `,` $acc `:` type($max) `,` type($sum) `,`
         type($acc) `)`
     `scale` `(` $scale `)`
+    (`mask_when` `(` $mask_when^ `)`)?
     attr-dict
     (`score_mod` $score_mod^)?
     (`mask_mod` $mask_mod^)?

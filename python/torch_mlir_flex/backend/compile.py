@@ -24,6 +24,7 @@ import contextlib
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
+from ..importer.direct_flex_trace import direct_flex_tracing
 from .block_mask_args import flatten_block_masks
 from .errors import FlexBackendError, FlexCompileError
 from .jit import JitFunction
@@ -58,8 +59,9 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
                           "supported (and BlockMask ones, which compile() flattens)")
     try:
         # Inference only: flex_attention refuses to trace a backward on CPU
-        # when parameters require grad.
-        with torch.no_grad():
+        # when parameters require grad. flex_attention calls trace without
+        # Dynamo (importer/direct_flex_trace.py).
+        with torch.no_grad(), direct_flex_tracing():
             return torch.export.export(model, tuple(example_args), dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # torch raises many types here
         raise FlexCompileError("export", f"torch.export failed: {type(e).__name__}: {_first_lines(e)}") from e

@@ -28,6 +28,7 @@ from .flex_hop import import_flex_attention
 from .closure_captures import inline_scalar_constants, forget_capture_constant_values
 from .custom_ops import custom_op_decompositions
 from .dead_code import erase_dead_code
+from .direct_flex_trace import direct_flex_tracing
 from .decomposition_check import decompositions_change_nothing
 from .factory_calls import expand_new_ones_calls
 from .flat_apply_calls import inline_flat_apply_calls
@@ -245,7 +246,9 @@ def export_and_import(
     else:
         # Inference graphs (like compile()): flex_attention refuses to trace
         # a backward on CPU when parameters require grad.
-        with torch.no_grad():
+        # Non-strict: flex_attention calls trace without Dynamo
+        # (direct_flex_trace.py).
+        with torch.no_grad(), direct_flex_tracing(active=not strict):
             prog = torch.export.export(f, args, kwargs, dynamic_shapes=dynamic_shapes, strict=strict)
     if decomposition_table is None:
         decomposition_table = flex_decomposition_table()

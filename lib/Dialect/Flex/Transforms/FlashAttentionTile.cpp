@@ -123,7 +123,8 @@ static SmallVector<Value> buildBlock(OpBuilder &b, Location loc,
   auto online = OnlineAttentionOp::create(
       b, loc, state.getTypes(), t.q, k, v, t.op.getCaptures(), t.b, t.h, t.m0,
       n0, t.rows, lay.kvLen, state[0], state[1], state[2],
-      withMask ? maskWhen : Value(), t.op.getScaleAttr(), lay.transposedKey ? b.getUnitAttr() : UnitAttr(),
+      withMask ? maskWhen : Value(), t.op.getScaleAttr(),
+      lay.transposedKey ? b.getUnitAttr() : UnitAttr(),
       lay.pairedKey ? b.getUnitAttr() : UnitAttr(),
       lay.pairedValue ? b.getUnitAttr() : UnitAttr(),
       t.heads > 1 ? b.getI64IntegerAttr(t.rowsPerHead) : IntegerAttr());

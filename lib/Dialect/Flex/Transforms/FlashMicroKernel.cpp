@@ -64,8 +64,8 @@ columnChunks(int64_t width, int64_t chunk, int64_t rows) {
   return chunks;
 }
 
-/// `base + r`, folded when both are constants.
-Value rowIndex(OpBuilder &b, Location loc, Value base, int64_t r) {
+/// `base + r` (a row or a column index), folded when base is a constant.
+Value plusIndex(OpBuilder &b, Location loc, Value base, int64_t r) {
   if (r == 0)
     return base;
   if (std::optional<int64_t> c = getConstantIntValue(base))
@@ -100,11 +100,11 @@ SmallVector<Value> initialRows(OpBuilder &b, Location loc,
     return SmallVector<Value>(R * (n / pw), zero);
   SmallVector<Value> init;
   for (int64_t r = 0; r < R; ++r) {
-    Value row = rowIndex(b, loc, mb, r);
+    Value row = plusIndex(b, loc, mb, r);
     Value s = tensor::ExtractOp::create(b, loc, t.rowScale, ValueRange{row});
     Value bs = vector::BroadcastOp::create(b, loc, vt, s);
     for (int64_t c = 0; c < n; c += pw) {
-      Value a = readF32Row(b, loc, dest, row, rowIndex(b, loc, col, c), pw);
+      Value a = readF32Row(b, loc, dest, row, plusIndex(b, loc, col, c), pw);
       init.push_back(arith::MulFOp::create(b, loc, a, bs));
     }
   }
@@ -136,11 +136,11 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
               SmallVector<Value> rv;
               for (int64_t i = 0; i < pieces; ++i)
                 rv.push_back(readF32Row(kb, l2, t.rhs, k,
-                                        rowIndex(kb, l2, colOff, i * pw), pw));
+                                        plusIndex(kb, l2, colOff, i * pw), pw));
               SmallVector<Value> outs;
               for (int64_t r = 0; r < R; ++r) {
                 Value x = tensor::ExtractOp::create(
-                    kb, l2, t.lhs, ValueRange{rowIndex(kb, l2, mb, r), k});
+                    kb, l2, t.lhs, ValueRange{plusIndex(kb, l2, mb, r), k});
                 Value bx = vector::BroadcastOp::create(kb, l2, vt,
                                                        toF32(kb, l2, x));
                 for (int64_t i = 0; i < pieces; ++i)
@@ -160,8 +160,8 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
               sum = arith::MulFOp::create(nb, l, sum, outScale);
             d = vector::TransferWriteOp::create(
                     nb, l, sum, d,
-                    ValueRange{rowIndex(nb, l, mb, r),
-                               rowIndex(nb, l, colOff, i * pw)},
+                    ValueRange{plusIndex(nb, l, mb, r),
+                               plusIndex(nb, l, colOff, i * pw)},
                     ArrayRef<bool>{true})
                     .getResult();
           }

@@ -29,15 +29,23 @@ that reach the exported program have the form Dynamo's path gives
 
 The switch and the wrapper are module globals of torch: they are set for
 the extent of the ``with`` block only, which is meant to hold one
-``torch.export.export`` call on this thread.
+``torch.export.export`` call. Blocks of several threads take turns (a
+lock), so each restores what it found. Another thread's flex_attention
+call made while a block is open takes the same path: eager calls run the
+op directly (torch's debug path, same results), exports lift captures as
+above.
 """
 
 import contextlib
+import threading
 
 import torch
 from torch import fx
 
 ENV = "TORCH_MLIR_FLEX_DIRECT_FLEX_TRACE"  # "0": trace with Dynamo, as torch does
+# Held for the extent of a block: blocks of several threads run one after
+# another, so that each restores what it found (not another's settings).
+_LOCK = threading.RLock()
 
 
 def enabled() -> bool:
@@ -123,11 +131,12 @@ def direct_flex_tracing(active: bool = True):
     hop = importlib.import_module("torch._higher_order_ops.flex_attention")
     fa = importlib.import_module("torch.nn.attention.flex_attention")
 
-    flag, trace = fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG, hop.trace_flex_attention
-    fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
-    hop.trace_flex_attention = _tracing_with_lifted_captures(trace)
-    try:
-        yield
-    finally:
-        fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = flag
-        hop.trace_flex_attention = trace
+    with _LOCK:
+        flag, trace = fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG, hop.trace_flex_attention
+        fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+        hop.trace_flex_attention = _tracing_with_lifted_captures(trace)
+        try:
+            yield
+        finally:
+            fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = flag
+            hop.trace_flex_attention = trace

@@ -96,6 +96,39 @@ def test_torch_restored_after_the_block():
     assert hop.trace_flex_attention is trace
 
 
+def test_threads_take_turns_and_restore():
+    import threading
+
+    hop = importlib.import_module("torch._higher_order_ops.flex_attention")
+    fa = importlib.import_module("torch.nn.attention.flex_attention")
+    flag, trace = fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG, hop.trace_flex_attention
+    inside, release = threading.Event(), threading.Event()
+    order = []
+
+    def first():
+        with direct_flex_tracing():
+            order.append("first in")
+            inside.set()
+            release.wait(10)
+            order.append("first out")
+
+    def second():
+        inside.wait(10)
+        with direct_flex_tracing():
+            order.append("second in")
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    inside.wait(10)
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert order == ["first in", "first out", "second in"]
+    assert fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG is flag
+    assert hop.trace_flex_attention is trace
+
+
 def test_environment_switch(monkeypatch):
     monkeypatch.setenv(ENV, "0")
     assert not direct_flex_trace.enabled()

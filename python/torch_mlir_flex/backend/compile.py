@@ -24,7 +24,6 @@ import contextlib
 from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
-from ..importer.direct_flex_trace import direct_flex_tracing
 from .block_mask_args import flatten_block_masks
 from .errors import FlexBackendError, FlexCompileError
 from .jit import JitFunction
@@ -46,6 +45,8 @@ LOOPS_STOP_BEFORE = "convert-scf-to-cf"
 def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
     """torch.export.export, with errors as FlexCompileError('export')."""
     import torch
+
+    from ..importer.direct_flex_trace import direct_flex_tracing
 
     if not isinstance(model, torch.nn.Module):
         if callable(model):

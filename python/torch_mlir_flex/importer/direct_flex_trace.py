@@ -37,6 +37,7 @@ above.
 """
 
 import contextlib
+import os
 import threading
 
 import torch
@@ -49,8 +50,6 @@ _LOCK = threading.RLock()
 
 
 def enabled() -> bool:
-    import os
-
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
@@ -65,8 +64,9 @@ def _lift_traced_constants(gm: fx.GraphModule, buffers: tuple) -> tuple:
     """Tensor constants of `gm` that the modifier captured (not made) ->
     trailing placeholders of `gm` (in place) and trailing buffers; returns
     the buffers."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    lifted, by_tensor = [], {}
+    # A modifier graph has its (b, h, q, kv) placeholders at least.
+    last = [n for n in gm.graph.nodes if n.op == "placeholder"][-1]
+    lifted, by_tensor, targets = [], {}, set()
     for n in list(gm.graph.nodes):
         if n.op != "get_attr":
             continue
@@ -75,18 +75,17 @@ def _lift_traced_constants(gm: fx.GraphModule, buffers: tuple) -> tuple:
             continue
         ph = by_tensor.get(id(t))
         if ph is None:
-            anchor = placeholders[-1] if placeholders else None
-            with gm.graph.inserting_after(anchor) if anchor is not None else gm.graph.inserting_before(
-                    next(iter(gm.graph.nodes))):
-                ph = gm.graph.placeholder(f"capture_{len(lifted)}")
+            with gm.graph.inserting_after(last):
+                ph = last = gm.graph.placeholder(f"capture_{len(lifted)}")
             ph.meta.update(n.meta)
-            placeholders.append(ph)
             by_tensor[id(t)] = ph
             lifted.append(t)
         n.replace_all_uses_with(ph)
         gm.graph.erase_node(n)
-        if not any(m.op == "get_attr" and m.target == n.target for m in gm.graph.nodes):
-            delattr(gm, n.target)
+        targets.add(n.target)
+    still_read = {m.target for m in gm.graph.nodes if m.op == "get_attr"}
+    for target in targets - still_read:
+        delattr(gm, target)
     if lifted:
         gm.recompile()
     return tuple(buffers) + tuple(lifted)

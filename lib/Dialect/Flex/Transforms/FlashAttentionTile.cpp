@@ -219,10 +219,8 @@ static SmallVector<Value> buildKeyStep(OpBuilder &b, Location loc,
   // One block for full and partial ones: the mask applies where the block
   // is not full (one copy of the kernels instead of two).
   auto compute = [&]() -> SmallVector<Value> {
-    if (!cls.full)
+    if (!cls.full || !hasMask) // no run-time verdict, or nothing to mask
       return buildBlock(b, loc, t, n0, st, hasMask, tail);
-    if (!hasMask) // full by the block tensors alone: nothing to mask
-      return buildBlock(b, loc, t, n0, st, false, tail);
     Value notFull = arith::XOrIOp::create(
         b, loc, cls.full, arith::ConstantIntOp::create(b, loc, 1, 1));
     return buildBlock(b, loc, t, n0, st, true, tail, notFull);

@@ -179,6 +179,9 @@ Value buildBroadcastFmaKernel(OpBuilder &b, Location loc,
   // (code size: a 256-wide P.V is one kernel, not four copies).
   SmallVector<std::pair<int64_t, int64_t>> chunks =
       columnChunks(t.width, t.chunk, t.rows);
+  auto cI = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
   Value dest = t.dest;
   for (size_t i = 0; i < chunks.size();) {
     auto [off, size] = chunks[i];
@@ -186,12 +189,8 @@ Value buildBroadcastFmaKernel(OpBuilder &b, Location loc,
     while (j < chunks.size() && chunks[j].second == size)
       ++j;
     if (j - i == 1) {
-      dest = buildChunk(b, loc, t, dest,
-                        arith::ConstantIndexOp::create(b, loc, off), size);
+      dest = buildChunk(b, loc, t, dest, cI(off), size);
     } else {
-      auto cI = [&](int64_t v) {
-        return arith::ConstantIndexOp::create(b, loc, v);
-      };
       int64_t end = off + static_cast<int64_t>(j - i) * size;
       dest = scf::ForOp::create(
                  b, loc, cI(off), cI(end), cI(size), ValueRange{dest},

@@ -98,8 +98,8 @@ static Value buildScores(OpBuilder &b, Location loc, OnlineAttentionOp op,
 Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
                                  OnlineAttentionOp op, Value s,
                                  bool scaled) {
-  Value when = op.getMaskWhen();
-  if (!when || !op.hasMaskMod())
+  Value when = op.getMaskWhen(); // verified: only with a mask_mod
+  if (!when)
     return buildScores(b, loc, op, s, scaled, true);
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{s.getType()}, when,
                                 /*withElseRegion=*/true);

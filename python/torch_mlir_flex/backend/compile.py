@@ -69,16 +69,32 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
 
 
 @timed("import", dump="torch")
-def import_model(exported, func_name: str = "main"):
-    """Our importer on an ExportedProgram -> a torch-mlir Module (raw Torch IR)."""
+def import_model(exported, func_name: str = "main", state_targets: Optional[list] = None):
+    """Our importer on an ExportedProgram -> a torch-mlir Module (raw Torch IR).
+
+    With a list as `state_targets`, parameters and buffers become the
+    function's leading arguments (importer/state_arguments.py) and their
+    state_dict/constants keys are appended to that list in argument order;
+    else they are literals in the module."""
+    from torch_mlir import ir as tm_ir
+    from torch_mlir.dialects import torch as torch_d
+
     from ..importer import FlexImportError, export_and_import
+    from ..importer.fx_importer import FlexFxImporter
 
     try:
-        return export_and_import(exported, output_type="raw", func_name=func_name)
+        context = tm_ir.Context()
+        torch_d.register_dialect(context)
+        importer = FlexFxImporter(context=context)
+        module = export_and_import(exported, output_type="raw", func_name=func_name, fx_importer=importer,
+                                   state_as_arguments=state_targets is not None)
     except FlexImportError as e:
         raise FlexCompileError("import", str(e)) from e
     except Exception as e:
         raise FlexCompileError("import", f"{type(e).__name__}: {_first_lines(e)}") from e
+    if state_targets is not None:
+        state_targets.extend(importer.state_arguments.targets)
+    return module
 
 
 @timed("to_linalg", dump="linalg")
@@ -217,8 +233,15 @@ class CompiledModule:
 
     def __init__(self, *, jit_function: JitFunction, backend: str, func_name: str,
                  torch_ir: Optional[str], linalg_ir: Optional[str], flex_ir: str,
-                 exported_program=None, arg_specs=None, out_spec=None, arg_layout=None):
+                 exported_program=None, arg_specs=None, out_spec=None, arg_layout=None,
+                 state=()):
         self.jit_function = jit_function
+        # The model's parameters and buffers, the function's leading
+        # arguments (weights as runtime arguments): the tensors themselves,
+        # so in-place updates of the model are seen by later calls.
+        self.state = tuple(state)
+        if self.state:
+            jit_function.bind_leading(self.state)
         self.backend = backend
         self.func_name = func_name
         self.torch_ir = torch_ir
@@ -238,7 +261,8 @@ class CompiledModule:
 
     @property
     def num_inputs(self) -> int:
-        return len(self.jit_function.arg_types)
+        """The tensors a call takes (the model's state is bound)."""
+        return len(self.jit_function.arg_types) - len(self.state)
 
     def __call__(self, *args):
         if self._arg_layout is not None:
@@ -263,7 +287,8 @@ class CompiledModule:
 
 
 def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,
-            func_name: str = "main", opt_level: int = 2) -> CompiledModule:
+            func_name: str = "main", opt_level: int = 2,
+            weights_as_arguments: bool = True) -> CompiledModule:
     """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
     of tensors and BlockMasks, or one tensor) with the lowering pipeline `backend`
     ("reference", "tiled", ... see `backend.pipelines.PIPELINES`).
@@ -274,8 +299,12 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     A BlockMask argument is flattened: its tensors and the tensors its
     mask_mod closes over are runtime inputs; the callable takes a BlockMask
     there whose seq_lengths, BLOCK_SIZE and mask_mod match (docs/runtime.md).
-    `opt_level` is LLVM's optimization level for the JIT (0-3); whole models
-    with weights as constants JIT much faster at 0.
+    `opt_level` is LLVM's optimization level for the JIT (0-3).
+    `weights_as_arguments` (default): the model's parameters and buffers are
+    arguments of the compiled function, bound to the model's own tensors
+    (no copy; compile time and code independent of their values), except
+    those a flex_attention modifier captures; False freezes them into the
+    module as constants.
     Returns a `CompiledModule`; raises `FlexCompileError`."""
     import torch
 
@@ -286,28 +315,34 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     with _older_objects_frozen():
-        return _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level)
+        return _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
+                        weights_as_arguments)
 
 
-def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level):
+def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
+             weights_as_arguments=True):
     # BlockMask arguments become tensors (block_mask_args.py).
     model, example_args, dynamic_shapes, layout = flatten_block_masks(model, example_args, dynamic_shapes)
     example_args = unalias(example_args)
     ep = export_model(model, example_args, dynamic_shapes)
     out_spec = ep.call_spec.out_spec
     arg_specs = _user_input_specs(ep, example_args)
-    torch_module = import_model(ep, func_name)
+    targets = [] if weights_as_arguments else None
+    torch_module = import_model(ep, func_name, state_targets=targets)
+    state = [_state_tensor(ep, t) for t in targets or ()]
     torch_ir = str(torch_module)
     linalg_ir = to_linalg(torch_module)
     flex_ir = materialize(linalg_ir)
     names = [n for n, _ in arg_specs] if arg_specs else None
-    fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=_export_checks(ep, names),
-             opt_level=opt_level)
-    if arg_specs is not None and len(arg_specs) != len(fn.arg_types):
+    checks = _export_checks(ep, names, len(state))
+    if names is not None:
+        names = list(targets or ()) + names
+    fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=checks, opt_level=opt_level)
+    if arg_specs is not None and len(arg_specs) + len(state) != len(fn.arg_types):
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
-                          arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout)
+                          arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout, state=state)
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",
@@ -378,13 +413,21 @@ def unalias(args):
     return tuple(out)
 
 
-def _export_checks(ep, names):
+def _state_tensor(ep, target):
+    """The tensor of a parameter or buffer (non-persistent buffers are in
+    `constants`): the model's own object, so that a later in-place update
+    or `.data` assignment is what the next call reads."""
+    t = ep.state_dict.get(target)
+    return ep.constants[target] if t is None else t
+
+
+def _export_checks(ep, names, offset=0):
     from .shapes import export_checks
 
     if names is None:
         return None
     try:
-        return export_checks(ep, names)
+        return export_checks(ep, names, offset)
     except Exception as e:  # an ExportedProgram layout this torch does not have
         raise FlexCompileError("export", f"cannot read the shape constraints of the exported program: "
                                          f"{type(e).__name__}: {e}") from e

@@ -79,7 +79,7 @@ class JitFunction:
             try:
                 self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
                     module, opt_level=opt_level,
-                    shared_libs=self._shared_libs(text, shared_libs))
+                    shared_libs=self._shared_libs(text, shared_libs, module))
             except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express
                 raise FlexBackendError(
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
@@ -143,11 +143,15 @@ class JitFunction:
             self.spin_seconds.value = threads.spin_seconds()
 
     @staticmethod
-    def _shared_libs(pipeline_text, shared_libs):
-        """Adds the OpenMP runtime when the pipeline emits OpenMP code."""
+    def _shared_libs(pipeline_text, shared_libs, module=None):
+        """Adds the OpenMP runtime when the pipeline emits OpenMP code, and
+        our BLAS runtime (blas.py) when the module calls it."""
+        from . import blas
         from .pipelines import find_openmp_runtime, uses_openmp
 
         libs = list(shared_libs)
+        if module is not None and blas.calls_gemm(module):
+            libs.append(blas.runtime_library())
         if uses_openmp(pipeline_text) and not any("omp" in os.path.basename(l) for l in libs):
             rt = find_openmp_runtime()
             if rt is None:
@@ -163,20 +167,37 @@ class JitFunction:
             libs.append(rt)
         return libs
 
-    def _inputs(self, args):
-        """Checked, contiguous CPU tensors for `args` (FlexCompileError('call'))."""
+    _bound = ()
+
+    def bind_leading(self, tensors):
+        """Binds the function's first arguments to `tensors` (a model's
+        weights): checked once here, a call then takes only the others and
+        passes these tensors' current data. Labels of the other arguments
+        count from 0 again."""
+        tensors = list(tensors)
+        self._bound = ()
+        self._bound = tuple(self._inputs(tensors, expected=len(tensors)))
+        nb = len(tensors)
+        self.arg_labels = [f"state {lbl}" for lbl in self.arg_labels[:nb]] + [
+            lbl.replace(f"argument {i + nb}", f"argument {i}", 1)
+            for i, lbl in enumerate(self.arg_labels[nb:])]
+
+    def _inputs(self, args, expected=None):
+        """Checked, contiguous CPU tensors for `args` (FlexCompileError('call')),
+        after the bound leading ones."""
         import torch
 
-        n = len(self.arg_types)
+        nb = len(self._bound)
+        n = len(self.arg_types) - nb if expected is None else expected
         if len(args) != n:
             raise FlexCompileError("call", f"@{self.func_name} takes {n} tensor argument(s), got {len(args)}")
-        tensors = []
-        for i, a in enumerate(args):
+        tensors = list(self._bound)
+        for i, a in enumerate(args, start=nb):
             if not isinstance(a, torch.Tensor):
                 a = _from_numpy(a, self._in_dtypes[i])
                 if a is None:
                     raise FlexCompileError("call", f"{self.arg_labels[i]}: expected a torch.Tensor, "
-                                                   f"got {type(args[i]).__name__}")
+                                                   f"got {type(args[i - nb]).__name__}")
             if a.dtype != self._in_dtypes[i]:
                 raise FlexCompileError("call", f"{self.arg_labels[i]}: expected dtype {self._in_dtypes[i]}, "
                                                f"got {a.dtype}")
@@ -187,6 +208,7 @@ class JitFunction:
                 raise FlexCompileError("call", f"{self.arg_labels[i]}: expected shape "
                                                f"[{self._shape_text[i]}], got {list(a.shape)}")
             # Only the data pointer is passed on: no autograd graph is built.
+            # (A bound weight that is not contiguous is bound as a copy.)
             tensors.append(a if a.is_contiguous() else a.detach().contiguous())
         return tensors
 

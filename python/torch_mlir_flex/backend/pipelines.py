@@ -127,7 +127,7 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
                    openmp: bool = False, vectorize: bool = True,
                    num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1,
                    serial_below_us: int = SERIAL_BELOW_US,
-                   small_ops_when_awake=None, spread_workers=None) -> str:
+                   small_ops_when_awake=None, spread_workers=None, blas=None) -> str:
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
     elif bf16_dot and not host_has_avx512_bf16():
@@ -142,6 +142,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
         small_ops_when_awake = os.environ.get("FLEX_SMALL_OPS_WHEN_AWAKE", "0") == "1"
     if spread_workers is None:
         spread_workers = os.environ.get("FLEX_SPREAD_WORKERS", "1") != "0"
+    if blas is None:
+        blas = os.environ.get("FLEX_DENSE_BLAS", "1") != "0"
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}"
@@ -166,12 +168,17 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     return "builtin.module(" + ",".join(
         [
             "flex-insert-checks",
+            # Dense ops (docs/dense-ops.md): matmuls read the weights and
+            # narrow inputs in place, then run on the BLAS (after
+            # deallocation: the calls take raw pointers).
+            *(["func.func(flex-fold-matmul-operands)"] if blas else []),
             flash,
             "canonicalize",
             "cse",
             BUFFERIZE,
             "func.func(flex-to-loops)",
             DEALLOCATE,
+            *(["flex-matmul-to-blas"] if blas else []),
             # memref.copy of strided views would call the runtime library.
             "func.func(flex-copies-to-linalg)",
             "cse",

@@ -353,17 +353,20 @@ def _bound(x):
         return None  # infinite
 
 
-def export_checks(ep, names) -> DimChecks:
+def export_checks(ep, names, offset: int = 0) -> DimChecks:
     """Checks from an ExportedProgram: user-input dims with the same symbol
-    are equal and lie in the symbol's range (static dims are in the IR)."""
+    are equal and lie in the symbol's range (static dims are in the IR).
+    `offset`: the function's arguments before the user inputs (the model's
+    state, when it is passed as arguments)."""
     import sympy
     from torch.export.graph_signature import InputKind
 
     user = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
     nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     labels = [f"argument {i} ({n})" for i, n in enumerate(names)]
-    checks, first = DimChecks(num_inputs=len(user)), {}
-    for i, name in enumerate(user):
+    labels = [f"state {i}" for i in range(offset)] + labels
+    checks, first = DimChecks(num_inputs=offset + len(user)), {}
+    for i, name in enumerate(user, start=offset):
         val = nodes[name].meta.get("val") if name in nodes else None
         for j, d in enumerate(getattr(val, "shape", ())):
             expr = getattr(getattr(d, "node", None), "expr", None)

@@ -38,6 +38,7 @@ from .errors import FlexImportError
 from .modifier_ops import explain_decomposition_failure
 from .modifiers import ModifierCache
 from .pipeline import lower_to_torch_backend
+from .state_arguments import StateArguments
 from .verify import verify_flex_calls
 
 
@@ -80,6 +81,7 @@ class FlexFxImporter(FxImporter):
         self.verify = verify
         self._flex_constants: Dict[fx.Node, torch.Tensor] = {}
         self._flex_depth = 0
+        self.state_arguments: Optional[StateArguments] = None
 
     # ---- hooks used by flex_hop -------------------------------------------
     def flex_constant_resolver(self) -> Callable[[fx.Node], Optional[torch.Tensor]]:
@@ -119,11 +121,18 @@ class FlexFxImporter(FxImporter):
 
         return self._top_level(run)
 
-    def import_frozen_program(self, prog: ExportedProgram, **kwargs) -> ir.Operation:
+    def import_frozen_program(self, prog: ExportedProgram, *, state_as_arguments: bool = False,
+                              **kwargs) -> ir.Operation:
+        """`state_as_arguments`: parameters and buffers become leading
+        function arguments (state_arguments.py); their keys are then in
+        ``self.state_arguments.targets``."""
         def run():
             strip_block_mask_tensors(prog.graph)
-            return super(FlexFxImporter, self).import_frozen_program(
-                _WithConstantBuffers(prog), **kwargs)
+            view = _WithConstantBuffers(prog)
+            if state_as_arguments:
+                self.state_arguments = StateArguments(prog)
+                view.graph_signature = self.state_arguments.signature_view(prog.graph_signature)
+            return super(FlexFxImporter, self).import_frozen_program(view, **kwargs)
 
         return self._top_level(run)
 
@@ -226,6 +235,7 @@ def export_and_import(
     enable_ir_printing: bool = False,
     backend_legal_ops: Optional[list] = None,
     allow_non_finites: bool = True,
+    state_as_arguments: bool = False,
     **kwargs,
 ) -> ir.Module:
     """Like torch_mlir.fx.export_and_import, with complete flex_attention import.
@@ -234,7 +244,11 @@ def export_and_import(
     import_frozen_program.  ``f`` is exported under ``torch.no_grad()``; the
     default decompositions are ``flex_decomposition_table()``; custom ops with
     a registered decomposition are decomposed too (custom_ops.py).  For output types other than "raw" the module is
-    lowered with the flex-aware pipeline (see pipeline.py)."""
+    lowered with the flex-aware pipeline (see pipeline.py).
+    ``state_as_arguments`` (import_frozen_program only): parameters and
+    buffers become leading function arguments instead of literals; their
+    keys are in ``fx_importer.state_arguments.targets``
+    (state_arguments.py)."""
     if fx_importer is None:
         context = ir.Context()
         torch_d.register_dialect(context)
@@ -276,8 +290,12 @@ def export_and_import(
         prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:
         prog.graph_module.print_readable()
-    entry = fx_importer.import_program if experimental_support_mutation else fx_importer.import_frozen_program
-    entry(prog, func_name=func_name, import_symbolic_shape_expressions=import_symbolic_shape_expressions)
+    if experimental_support_mutation:
+        fx_importer.import_program(prog, func_name=func_name,
+                                   import_symbolic_shape_expressions=import_symbolic_shape_expressions)
+    else:
+        fx_importer.import_frozen_program(prog, func_name=func_name, state_as_arguments=state_as_arguments,
+                                          import_symbolic_shape_expressions=import_symbolic_shape_expressions)
     return _lower(fx_importer.module, output_type, verbose, enable_ir_printing, backend_legal_ops, allow_non_finites)
 
 

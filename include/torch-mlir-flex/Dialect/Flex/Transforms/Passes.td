@@ -515,4 +515,71 @@ def FlexExpandMath : Pass<"flex-expand-math", "ModuleOp"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Dense ops (lib/Dialect/Flex/Transforms/Dense/, docs/dense-ops.md)
+//===----------------------------------------------------------------------===//
+
+def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
+  let summary = "Fold transposes and bf16/f16 -> f32 extensions into matmul operands";
+  let description = [{
+    torch-mlir lowers `aten.linear` to a `linalg.transpose` of the weight
+    (a full copy, every call) feeding `linalg.matmul`, and for bf16 with a
+    bias it also widens both operands to f32 first. On tensors, this pass
+    makes the matmul (or batch_matmul) read the producers' sources instead:
+
+    - a `linalg.transpose` that swaps the last two dims becomes the swap of
+      the two results of that operand's indexing map;
+    - an elementwise `linalg.generic` whose body is only `arith.extf` from
+      bf16/f16 to the matmul's f32 accumulator is dropped (the named op
+      extends its inputs to the output type itself), when both operands then
+      have the same element type.
+
+    ```mlir
+    %t = linalg.transpose ins(%w : tensor<32x16xf32>) outs(%e : tensor<16x32xf32>)
+           permutation = [1, 0]
+    %r = linalg.matmul ins(%x, %t : tensor<8x16xf32>, tensor<16x32xf32>) outs(%z ...)
+    ==>
+    %r = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                        affine_map<(m, n, k) -> (n, k)>,
+                                        affine_map<(m, n, k) -> (m, n)>]
+           ins(%x, %w : tensor<8x16xf32>, tensor<32x16xf32>) outs(%z ...)
+    ```
+    The transpose and the extension are erased when nothing else reads them.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FlexMatmulToBlas : Pass<"flex-matmul-to-blas", "ModuleOp"> {
+  let summary = "Bufferized linalg.matmul / batch_matmul -> calls of the BLAS runtime";
+  let description = [{
+    Each `linalg.matmul` or `linalg.batch_matmul` on memrefs (any projected
+    permutation maps, strided layouts) whose operands are f32 x f32 -> f32,
+    or bf16 x bf16 -> f32 or bf16, becomes a call of the runtime library's
+    `flex_gemm_f32` / `flex_gemm_bf16` (lib/Runtime/FlexGemm.c), which runs
+    the product on the BLAS found at run time (backend/blas.py). The call
+    takes the aligned pointer, offset and the (batch, rows, cols) strides of
+    each operand, read with `memref.extract_strided_metadata`, so views
+    (transposed, sliced, expanded) are passed without copies:
+
+    ```mlir
+    linalg.fill ins(%c0 : f32) outs(%c : memref<8x32xf32>)
+    linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>)
+                  outs(%c : memref<8x32xf32>)
+    ==>
+    func.call @flex_gemm_f32(%batch, %m, %n, %k,
+        %pa, %offa, %sab, %sam, %sak, %pb, %offb, %sbb, %sbk, %sbn,
+        %pc, %offc, %scb, %scm, %scn, %accumulate)
+        : (index, ...) -> ()
+    ```
+    A `linalg.fill` of zero into the output right before the product is
+    folded into the call (`accumulate` 0: C is overwritten). Runs after
+    buffer deallocation (the call reads raw pointers, so no buffer may be
+    freed between it and the op it replaces). Other element types and ops
+    are left to the loops.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif

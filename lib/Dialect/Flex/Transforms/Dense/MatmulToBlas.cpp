@@ -1,0 +1,149 @@
+//===- MatmulToBlas.cpp - bufferized matmuls -> BLAS runtime calls --------===//
+//
+// flex-matmul-to-blas (Passes.td): linalg.matmul / batch_matmul on memrefs
+// -> func.call @flex_gemm_f32 / @flex_gemm_bf16 of lib/Runtime/FlexGemm.c.
+// Every operand is passed as (aligned pointer, offset, batch stride, row
+// stride, column stride) in the product's own order: A as (b, m, k), B as
+// (b, k, n), C as (b, m, n), whatever the memref layout and indexing maps;
+// a loop dim an operand does not index has stride 0 (broadcast).
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::flex {
+#define GEN_PASS_DEF_FLEXMATMULTOBLAS
+#include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h.inc"
+} // namespace mlir::flex
+
+using namespace mlir;
+
+namespace {
+
+/// Bits of the call's last argument (lib/Runtime/FlexGemm.c).
+enum GemmFlags : int64_t { kAccumulate = 1, kOutputBf16 = 2 };
+/// Arguments of the runtime functions: batch, M, N, K, then 5 per operand,
+/// then the flags.
+constexpr unsigned kNumGemmArgs = 4 + 3 * 5 + 1;
+
+/// The runtime function for this product's element types, or "" when the
+/// runtime has none (left to the loops).
+StringRef gemmFunction(linalg::LinalgOp op) {
+  Type a = getElementTypeOrSelf(op.getDpsInputs()[0].getType());
+  Type b = getElementTypeOrSelf(op.getDpsInputs()[1].getType());
+  Type c = getElementTypeOrSelf(op.getDpsInits()[0].getType());
+  if (a != b)
+    return "";
+  if (a.isF32() && c.isF32())
+    return "flex_gemm_f32";
+  if (a.isBF16() && (c.isF32() || c.isBF16()))
+    return "flex_gemm_bf16";
+  return "";
+}
+
+func::FuncOp declareGemm(ModuleOp module, StringRef name) {
+  if (auto f = module.lookupSymbol<func::FuncOp>(name))
+    return f;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  SmallVector<Type> args(kNumGemmArgs, b.getIndexType());
+  auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                b.getFunctionType(args, {}));
+  f.setPrivate();
+  return f;
+}
+
+/// Replaces `op` (loop dims: [b,] m, n, k) by the call; false when an
+/// indexing map is not made of plain dims.
+bool rewriteToCall(linalg::LinalgOp op, func::FuncOp callee,
+                   RewriterBase &rewriter) {
+  unsigned nLoops = op.getNumLoops();
+  bool batched = nLoops == 4;
+  // The product's dims in loop order.
+  int64_t bDim = batched ? 0 : -1, mDim = nLoops - 3, nDim = nLoops - 2,
+          kDim = nLoops - 1;
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  for (AffineMap m : maps)
+    for (AffineExpr e : m.getResults())
+      if (!isa<AffineDimExpr>(e))
+        return false;
+
+  Value c = op.getDpsInits()[0];
+  // A zero fill of C right before the product: C is overwritten instead.
+  int64_t flags = kAccumulate;
+  if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode())) {
+    if (fill.hasPureBufferSemantics() && fill.getDpsInits()[0] == c &&
+        (matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) ||
+         matchPattern(fill.getInputs()[0], m_Zero()))) {
+      rewriter.eraseOp(fill);
+      flags = 0;
+    }
+  }
+
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+
+  // Sizes: from the first operand that indexes each dim.
+  SmallVector<Value> operands = {op.getDpsInputs()[0], op.getDpsInputs()[1],
+                                 c};
+  auto sizeOf = [&](int64_t dim) -> Value {
+    if (dim < 0)
+      return one;
+    for (auto [v, m] : llvm::zip(operands, maps))
+      for (auto [i, e] : llvm::enumerate(m.getResults()))
+        if (cast<AffineDimExpr>(e).getPosition() == dim)
+          return memref::DimOp::create(rewriter, loc, v, i);
+    return one;
+  };
+  SmallVector<Value> args = {sizeOf(bDim), sizeOf(mDim), sizeOf(nDim),
+                             sizeOf(kDim)};
+
+  // Pointer, offset and the strides of the three dims each operand spans.
+  int64_t dimsOf[3][3] = {{bDim, mDim, kDim}, {bDim, kDim, nDim},
+                          {bDim, mDim, nDim}};
+  for (auto [idx, v, m] : llvm::enumerate(operands, maps)) {
+    auto meta = memref::ExtractStridedMetadataOp::create(rewriter, loc, v);
+    args.push_back(
+        memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, v));
+    args.push_back(meta.getOffset());
+    for (int64_t dim : dimsOf[idx]) {
+      Value stride = zero;
+      for (auto [i, e] : llvm::enumerate(m.getResults()))
+        if (dim >= 0 && cast<AffineDimExpr>(e).getPosition() == dim)
+          stride = meta.getStrides()[i];
+      args.push_back(stride);
+    }
+  }
+
+  if (getElementTypeOrSelf(c.getType()).isBF16())
+    flags |= kOutputBf16;
+  args.push_back(arith::ConstantIndexOp::create(rewriter, loc, flags));
+  func::CallOp::create(rewriter, loc, callee, args);
+  rewriter.eraseOp(op);
+  return true;
+}
+
+struct FlexMatmulToBlasPass
+    : public flex::impl::FlexMatmulToBlasBase<FlexMatmulToBlasPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<linalg::LinalgOp> ops;
+    module.walk([&](Operation *op) {
+      if (isa<linalg::MatmulOp, linalg::BatchMatmulOp>(op) &&
+          cast<linalg::LinalgOp>(op).hasPureBufferSemantics())
+        ops.push_back(cast<linalg::LinalgOp>(op));
+    });
+    IRRewriter rewriter(&getContext());
+    for (linalg::LinalgOp op : ops) {
+      StringRef name = gemmFunction(op);
+      if (name.empty())
+        continue;
+      rewriteToCall(op, declareGemm(module, name), rewriter);
+    }
+  }
+};
+
+} // namespace

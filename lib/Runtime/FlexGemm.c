@@ -1,0 +1,215 @@
+/*===- FlexGemm.c - the BLAS runtime of flex-matmul-to-blas --------------===*
+ *
+ * flex_gemm_f32 / flex_gemm_bf16: C[b] (+)= A[b] * B[b] for b < batch, each
+ * operand given as (aligned pointer as an integer, element offset, batch
+ * stride, row stride, column stride) in elements, as the pass passes them.
+ * The products run on a BLAS whose functions the Python side hands over once
+ * (flex_runtime_set_blas, backend/blas.py):
+ *   sgemm:                  Fortran/column-major f32 GEMM (LP64 ints);
+ *   cblas_gemm_bf16bf16f32: bf16 x bf16 -> f32 GEMM (CBLAS, LP64 ints).
+ * Each matrix is described to the column-major BLAS as an R x S operand
+ * with element (r, s) at r * s0 + s * s1: 'N' when s0 == 1, 'T' when
+ * s1 == 1, else it is first copied into a packed buffer. A row-major C
+ * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
+ * f32 buffer and rounded (to nearest even) into place.
+ *
+ *===----------------------------------------------------------------------===*/
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*sgemm_fn)(const char *, const char *, const int *, const int *,
+                         const int *, const float *, const float *, const int *,
+                         const float *, const int *, const float *, float *,
+                         const int *);
+typedef void (*bf16_gemm_fn)(int, int, int, int, int, int, float,
+                             const uint16_t *, int, const uint16_t *, int,
+                             float, float *, int);
+
+static sgemm_fn g_sgemm;
+static bf16_gemm_fn g_bf16_gemm;
+
+enum { ACCUMULATE = 1, OUTPUT_BF16 = 2 };
+enum { CBLAS_COL_MAJOR = 102, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
+
+/* Status: 0 ok; set when a product was asked for without a BLAS. */
+static volatile int g_missing_blas;
+
+void flex_runtime_set_blas(void *sgemm, void *bf16_gemm) {
+  g_sgemm = (sgemm_fn)sgemm;
+  g_bf16_gemm = (bf16_gemm_fn)bf16_gemm;
+}
+
+int flex_runtime_missing_blas(void) { return g_missing_blas; }
+
+/* An R x S operand of a column-major BLAS call. */
+typedef struct {
+  const void *data;
+  int trans; /* 0: 'N', 1: 'T' */
+  int ld;
+  void *packed; /* owned copy, when the strides fit neither form */
+} Operand;
+
+static float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet */
+    return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* Describes the R x S matrix at `p` (element size `es`) with strides
+ * (s0, s1); packs it (column-major, ld = R) when neither form fits. */
+static Operand describe(const char *p, int64_t R, int64_t S, int64_t s0,
+                        int64_t s1, size_t es) {
+  Operand o = {p, 0, 1, NULL};
+  int64_t minR = R > 1 ? R : 1, minS = S > 1 ? S : 1;
+  /* 'N': element (r, s) at r + s * ld. The stride of a unit dim is free. */
+  if ((R == 1 || s0 == 1) && (S == 1 || s1 >= minR)) {
+    o.ld = (int)(S == 1 ? minR : s1);
+    return o;
+  }
+  /* 'T': the S x R matrix X, X(s, r) at s + r * ld, transposed. */
+  if ((S == 1 || s1 == 1) && (R == 1 || s0 >= minS)) {
+    o.trans = 1;
+    o.ld = (int)(R == 1 ? minS : s0);
+    return o;
+  }
+  char *q = malloc((size_t)(R * S) * es + 1);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t r = 0; r < R; ++r)
+      memcpy(q + (size_t)(r + s * R) * es, p + (size_t)(r * s0 + s * s1) * es,
+             es);
+  o.data = q;
+  o.packed = q;
+  o.ld = (int)minR;
+  return o;
+}
+
+/* One product in column-major terms: Cc (M x N, ld ldc) = op(P) (M x K) *
+ * op(Q) (K x N) (+ Cc). */
+static void gemm(int bf16, int64_t M, int64_t N, int64_t K, Operand P,
+                 Operand Q, float *Cc, int ldc, int accumulate) {
+  int m = (int)M, n = (int)N, k = (int)K;
+  float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  if (bf16) {
+    g_bf16_gemm(CBLAS_COL_MAJOR, P.trans ? CBLAS_TRANS : CBLAS_NO_TRANS,
+                Q.trans ? CBLAS_TRANS : CBLAS_NO_TRANS, m, n, k, alpha,
+                P.data, P.ld, Q.data, Q.ld, beta, Cc, ldc);
+  } else {
+    const char *ta = P.trans ? "T" : "N", *tb = Q.trans ? "T" : "N";
+    g_sgemm(ta, tb, &m, &n, &k, &alpha, P.data, &P.ld, Q.data, &Q.ld, &beta,
+            Cc, &ldc);
+  }
+}
+
+/* C (M x N at c, strides (scm, scn), f32 or bf16) (+)= A (M x K) * B (K x N).
+ */
+static void product(int bf16, int64_t M, int64_t N, int64_t K, const char *a,
+                    int64_t sam, int64_t sak, const char *b, int64_t sbk,
+                    int64_t sbn, char *c, int64_t scm, int64_t scn,
+                    int flags) {
+  size_t es = bf16 ? 2 : 4;
+  int accumulate = flags & ACCUMULATE;
+  int out_bf16 = flags & OUTPUT_BF16;
+  if (M <= 0 || N <= 0)
+    return;
+  /* The f32 matrix the BLAS writes: C itself when it is f32 with a unit
+   * stride, else a column-major buffer. */
+  float *Cc = NULL;
+  int ldc = 0, transposed = 0;
+  float *tmp = NULL;
+  int64_t minM = M > 1 ? M : 1, minN = N > 1 ? N : 1;
+  if (!out_bf16 && (M == 1 || scm == 1) && (N == 1 || scn >= minM)) {
+    Cc = (float *)c, ldc = (int)(N == 1 ? minM : scn);
+  } else if (!out_bf16 && (N == 1 || scn == 1) && (M == 1 || scm >= minN)) {
+    Cc = (float *)c, ldc = (int)(M == 1 ? minN : scm);
+    transposed = 1;
+  } else {
+    tmp = malloc((size_t)(M * N) * sizeof(float));
+    Cc = tmp, ldc = (int)M;
+    if (accumulate)
+      for (int64_t j = 0; j < N; ++j)
+        for (int64_t i = 0; i < M; ++i) {
+          const char *src = c + (size_t)(i * scm + j * scn) * (out_bf16 ? 2 : 4);
+          tmp[i + j * M] = out_bf16 ? bf16_to_f32(*(const uint16_t *)src)
+                                    : *(const float *)src;
+        }
+  }
+  if (K <= 0) {
+    if (!accumulate) {
+      if (transposed) {
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j)
+            Cc[j + i * (int64_t)ldc] = 0.0f;
+      } else {
+        for (int64_t j = 0; j < N; ++j)
+          for (int64_t i = 0; i < M; ++i)
+            Cc[i + j * (int64_t)ldc] = 0.0f;
+      }
+    }
+  } else if (transposed) { /* C^T (N x M) = B^T (N x K) * A^T (K x M) */
+    Operand P = describe(b, N, K, sbn, sbk, es);
+    Operand Q = describe(a, K, M, sak, sam, es);
+    gemm(bf16, N, M, K, P, Q, Cc, ldc, accumulate);
+    free(P.packed), free(Q.packed);
+  } else {
+    Operand P = describe(a, M, K, sam, sak, es);
+    Operand Q = describe(b, K, N, sbk, sbn, es);
+    gemm(bf16, M, N, K, P, Q, Cc, ldc, accumulate);
+    free(P.packed), free(Q.packed);
+  }
+  if (tmp) {
+    for (int64_t j = 0; j < N; ++j)
+      for (int64_t i = 0; i < M; ++i) {
+        char *dst = c + (size_t)(i * scm + j * scn) * (out_bf16 ? 2 : 4);
+        if (out_bf16)
+          *(uint16_t *)dst = f32_to_bf16(tmp[i + j * M]);
+        else
+          *(float *)dst = tmp[i + j * M];
+      }
+    free(tmp);
+  }
+}
+
+static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
+                    int64_t pa, int64_t oa, int64_t sab, int64_t sam,
+                    int64_t sak, int64_t pb, int64_t ob, int64_t sbb,
+                    int64_t sbk, int64_t sbn, int64_t pc, int64_t oc,
+                    int64_t scb, int64_t scm, int64_t scn, int64_t flags) {
+  size_t es = bf16 ? 2 : 4, esc = (flags & OUTPUT_BF16) ? 2 : 4;
+  if (bf16 ? !g_bf16_gemm : !g_sgemm) {
+    g_missing_blas = 1;
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i)
+    product(bf16, M, N, K, (const char *)pa + (size_t)(oa + i * sab) * es, sam,
+            sak, (const char *)pb + (size_t)(ob + i * sbb) * es, sbk, sbn,
+            (char *)pc + (size_t)(oc + i * scb) * esc, scm, scn, (int)flags);
+}
+
+void flex_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t pa,
+                   int64_t oa, int64_t sab, int64_t sam, int64_t sak,
+                   int64_t pb, int64_t ob, int64_t sbb, int64_t sbk,
+                   int64_t sbn, int64_t pc, int64_t oc, int64_t scb,
+                   int64_t scm, int64_t scn, int64_t flags) {
+  batched(0, batch, M, N, K, pa, oa, sab, sam, sak, pb, ob, sbb, sbk, sbn, pc,
+          oc, scb, scm, scn, flags);
+}
+
+void flex_gemm_bf16(int64_t batch, int64_t M, int64_t N, int64_t K,
+                    int64_t pa, int64_t oa, int64_t sab, int64_t sam,
+                    int64_t sak, int64_t pb, int64_t ob, int64_t sbb,
+                    int64_t sbk, int64_t sbn, int64_t pc, int64_t oc,
+                    int64_t scb, int64_t scm, int64_t scn, int64_t flags) {
+  batched(1, batch, M, N, K, pa, oa, sab, sam, sak, pb, ob, sbb, sbk, sbn, pc,
+          oc, scb, scm, scn, flags);
+}

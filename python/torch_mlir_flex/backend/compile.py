@@ -346,12 +346,15 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",
-                 opt_level: int = 2) -> CompiledModule:
-    """Compile linalg-on-tensors frontend output or flex IR text."""
+                 opt_level: int = 2, state=()) -> CompiledModule:
+    """Compile linalg-on-tensors frontend output or flex IR text. `state`:
+    tensors bound to the function's leading arguments (a compiled model's
+    `.state`), which calls then leave out."""
     flex_ir = materialize(text)
     fn = jit(flex_ir, func_name, backend, opt_level=opt_level)
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=None,
-                          linalg_ir=text if has_outlined_flex_calls(text) else None, flex_ir=flex_ir)
+                          linalg_ir=text if has_outlined_flex_calls(text) else None, flex_ir=flex_ir,
+                          state=state)
 
 
 # --------------------------------------------------------------------------

@@ -76,10 +76,11 @@ class JitFunction:
             except (ir.MLIRError, ValueError) as e:
                 raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
             self.lowered = module
+            libs = self._shared_libs(text, shared_libs, module)
+            _check_external_symbols(module, libs)
             try:
                 self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
-                    module, opt_level=opt_level,
-                    shared_libs=self._shared_libs(text, shared_libs, module))
+                    module, opt_level=opt_level, shared_libs=libs)
             except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express
                 raise FlexBackendError(
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
@@ -249,6 +250,26 @@ class JitFunction:
         except (IndexError, KeyError, ValueError):
             msg = f"{template} {status[1:4]}"
         return (FlexIndexError if template.startswith("index") else FlexRuntimeError)(msg)
+
+
+def _check_external_symbols(module, shared_libs):
+    """FlexBackendError naming a function the lowered module declares but
+    neither the process nor `shared_libs` defines: LLVM's JIT aborts the
+    process on such a symbol (it is an error there, not an exception)."""
+    process = ctypes.CDLL(None)
+    libs = None
+    for op in module.body.operations:
+        if op.operation.name != "llvm.func" or op.regions[0].blocks:
+            continue
+        name = ir.StringAttr(op.attributes["sym_name"]).value
+        if hasattr(process, name):
+            continue
+        if libs is None:
+            libs = [ctypes.CDLL(p) for p in shared_libs]
+        if not any(hasattr(lib, name) for lib in libs):
+            raise FlexBackendError(
+                f"the lowered module calls {name!r}, which no loaded library defines "
+                "(an operation without a lowering for this CPU); nothing was compiled")
 
 
 def _labels(names, n):

@@ -35,6 +35,18 @@ DEALLOCATE = ",".join(
     ]
 )
 
+# f32 -> bf16 truncation without AVX512-BF16 is a call of compiler-rt's
+# __truncsfbf2, which the JIT does not have (the process aborted on a
+# missing symbol), and LLVM computes bf16 arithmetic in f32 with that
+# truncation after each op: on such hosts math and arith ops on bf16 are
+# computed in f32 (extf before, truncf after, as LLVM would) and arith-expand
+# writes the truncations as integer ops (round to nearest even, NaN kept
+# quiet, as torch rounds).
+BF16_EXPAND = [] if host_has_avx512_bf16() else [
+    "func.func(math-extend-to-supported-types{target-type=f32})",
+    "func.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32})",
+    "arith-expand{include-bf16=true}"]
+
 TO_LLVM = ",".join(
     [
         "convert-linalg-to-loops",
@@ -50,6 +62,7 @@ TO_LLVM = ",".join(
         # math.erf/erfc/cbrt/asinh/acosh/atanh (exact GELU, torch.erf, ...)
         # have no LLVM lowering: polynomial approximations / expansions.
         "flex-expand-math",
+        *BF16_EXPAND,
         "convert-scf-to-cf",
         "convert-math-to-llvm",
         "convert-arith-to-llvm",

@@ -108,7 +108,7 @@ class CompiledHFModel:
         from ..backend import compile_mlir
 
         compiled = compile_mlir(self.compiled.flex_ir, backend=backend, func_name=self.compiled.func_name,
-                                opt_level=opt_level)
+                                opt_level=opt_level, state=self.compiled.state)
         return CompiledHFModel(compiled, self.input_names)
 
     def __repr__(self):

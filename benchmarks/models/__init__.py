@@ -1,0 +1,1 @@
+"""Whole-model benchmark (`python -m benchmarks.models`, docs/dense-ops.md)."""

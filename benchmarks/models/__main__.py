@@ -1,0 +1,97 @@
+"""Whole-model benchmark: `python -m benchmarks.models [--all] [--only NAME]
+[--reps N] [--readme]`.
+
+For each configuration (configs.py) four processes run one after another:
+eager PyTorch, inductor (`torch.compile`), ours with an empty compile cache
+and ours again on that cache. Each reports compile time, the median forward
+time of `--reps` calls after a first one, and its peak RSS over the process
+before the model was built (weights included). Outputs are compared with
+eager's (max abs error over max abs value). Prints a markdown table and
+writes it to benchmarks/results/models.md; `--readme` also replaces the
+README's "Whole-model benchmark" section.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch_mlir_flex  # noqa: F401  (before torch-mlir)
+import torch
+
+from .configs import DEFAULT, LONG, ROOT, matmul_gflop
+from .report import markdown, update_readme
+
+IMPLS = ("eager", "inductor", "ours", "ours-cached")
+
+
+def run_child(cfg, impl, reps, out, cache_dir, timeout):
+    spec = dict(model=cfg.model, seq=cfg.seq, dtype=cfg.dtype, layers=cfg.layers, impl=impl,
+                reps=reps, out=out)
+    env = dict(os.environ, TORCH_MLIR_FLEX_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
+        [os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")]))
+    try:
+        p = subprocess.run([sys.executable, "-m", "benchmarks.models.child", json.dumps(spec)], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode or not lines:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        return {"error": " / ".join(tail)[:300]}
+    return json.loads(lines[-1])
+
+
+def rel_error(path, ref_path):
+    if not (os.path.exists(path) and os.path.exists(ref_path)):
+        return None
+    got, ref = torch.load(path), torch.load(ref_path)
+    return ((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+
+
+def run_config(cfg, reps, timeout, log):
+    row = {"config": cfg.name, "gflop": matmul_gflop(cfg), "results": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = os.path.join(tmp, "cache")
+        for impl in IMPLS:
+            out = os.path.join(tmp, f"{impl}.pt")
+            res = run_child(cfg, impl, reps, out, cache, timeout)
+            if impl != "eager" and "error" not in res:
+                res["rel_error"] = rel_error(out, os.path.join(tmp, "eager.pt"))
+            row["results"][impl] = res
+            log(f"  {cfg.name:28s} {impl:12s} {json.dumps(res)}")
+    return row
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--all", action="store_true", help="also the long configurations (24 layers, S=1024, bf16)")
+    p.add_argument("--only", default="", help="run the configurations whose name contains this")
+    p.add_argument("--reps", type=int, default=3, help="timed forward calls per implementation")
+    p.add_argument("--timeout", type=int, default=3600, help="seconds per process")
+    p.add_argument("--readme", action="store_true", help="update the README section")
+    p.add_argument("--no-gemm", action="store_true", help="skip the matmul micro-benchmark")
+    args = p.parse_args(argv)
+    configs = [c for c in DEFAULT + (LONG if args.all else []) if args.only in c.name]
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    gemm_rows = None
+    if not args.no_gemm:
+        from .gemm import run as run_gemm
+
+        gemm_rows = run_gemm(log=log)
+    rows = []
+    for cfg in configs:
+        rows.append(run_config(cfg, args.reps, args.timeout, log))
+    text = markdown(rows, gemm_rows)
+    print(text)
+    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "benchmarks", "results", "models.md"), "w") as f:
+        f.write(text)
+    if args.readme:
+        update_readme(os.path.join(ROOT, "README.md"), text)
+
+
+if __name__ == "__main__":
+    main()

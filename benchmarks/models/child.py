@@ -1,0 +1,75 @@
+"""One implementation of one model configuration, in its own process:
+`python -m benchmarks.models.child JSON` prints one JSON line with its
+compile time, forward times, peak RSS and where its output was saved.
+
+JSON: {"model", "seq", "dtype", "layers", "impl", "reps", "out"}; impl is
+eager, inductor, ours (cold: empty compile cache) or ours-cached (a second
+process on the same $TORCH_MLIR_FLEX_CACHE_DIR)."""
+
+import json
+import statistics
+import sys
+import time
+
+from ..timing import _status_bytes
+
+
+def _compile(impl, cfg, model, inputs):
+    import torch
+
+    if impl == "eager":
+        return model
+    if impl == "inductor":
+        return torch.compile(model)
+    import torch_mlir_flex
+
+    if cfg.model == "block":
+        return torch_mlir_flex.compile(model, inputs)
+    from torch_mlir_flex import hf
+
+    return hf.compile(model, inputs)
+
+
+def _call(fn, inputs):
+    out = fn(*inputs) if isinstance(inputs, tuple) else fn(**inputs)
+    return getattr(out, "logits", out)
+
+
+def main(spec):
+    if spec["impl"].startswith("ours"):
+        import torch_mlir_flex  # noqa: F401  (before torch-mlir)
+    import torch
+
+    from .configs import ModelConfig, build, weight_bytes
+
+    cfg = ModelConfig(spec["model"], spec["seq"], spec["dtype"], spec["layers"])
+    base = _status_bytes("VmRSS")
+    with torch.no_grad():
+        model, inputs = build(cfg)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        t = time.perf_counter()
+        fn = _compile(spec["impl"], cfg, model, inputs)
+        compile_s = time.perf_counter() - t
+        t = time.perf_counter()
+        out = _call(fn, inputs)
+        first_s = time.perf_counter() - t
+        times = []
+        for _ in range(spec["reps"]):
+            t = time.perf_counter()
+            _call(fn, inputs)
+            times.append(time.perf_counter() - t)
+    if spec.get("out"):
+        torch.save(out.float(), spec["out"])
+    print(json.dumps({
+        "compile_s": compile_s if spec["impl"] != "eager" else 0.0,
+        # inductor compiles at its first call
+        "first_call_s": first_s,
+        "forward_ms": 1e3 * statistics.median(times) if times else 1e3 * first_s,
+        "peak_extra_mib": (_status_bytes("VmHWM") - base) / 2 ** 20,
+        "weights_mib": weight_bytes(model) / 2 ** 20,
+    }))
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,123 @@
+"""Markdown of the whole-model benchmark, with a pass/fail line per target
+(issue #24)."""
+
+import datetime
+import os
+import platform
+
+SECTION = "## Whole-model benchmark"
+
+
+def _cpu():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _f(v, spec=".1f"):
+    return "—" if v is None else format(v, spec)
+
+
+def _ratio(a, b):
+    return None if a is None or b is None or not b else a / b
+
+
+def results_table(rows):
+    head = ("| config | GFLOP | eager ms | inductor ms | ours ms | ours/eager | ours/inductor | "
+            "ours GFLOP/s | compile s: inductor / ours cold / ours cached | peak RSS MiB (weights): "
+            "eager / inductor / ours | ours rel. error |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        res = r["results"]
+        ms = {k: res.get(k, {}).get("forward_ms") for k in ("eager", "inductor", "ours")}
+        comp = [res.get(k, {}).get("compile_s") for k in ("inductor", "ours", "ours-cached")]
+        # inductor compiles at its first call: that call counts as its compile
+        ind = res.get("inductor", {})
+        if "first_call_s" in ind:
+            comp[0] = ind["first_call_s"]
+        rss = [res.get(k, {}).get("peak_extra_mib") for k in ("eager", "inductor", "ours")]
+        w = res.get("ours", {}).get("weights_mib")
+        errs = [f"{k}: {v['error']}" for k, v in res.items() if "error" in v]
+        lines.append(
+            f"| {r['config']} | {r['gflop']:.0f} | {_f(ms['eager'])} | {_f(ms['inductor'])} | "
+            f"{_f(ms['ours'])} | {_f(_ratio(ms['ours'], ms['eager']), '.2f')} | "
+            f"{_f(_ratio(ms['ours'], ms['inductor']), '.2f')} | "
+            f"{_f(r['gflop'] / ms['ours'] * 1e3 if ms['ours'] else None, '.0f')} | "
+            f"{' / '.join(_f(c) for c in comp)} | "
+            f"{' / '.join(_f(x, '.0f') for x in rss)} ({_f(w, '.0f')}) | "
+            f"{_f(res.get('ours', {}).get('rel_error'), '.1e')}{' — ' + '; '.join(errs) if errs else ''} |")
+    return "\n".join(lines)
+
+
+def targets(rows):
+    """[(target, pass/fail/—, evidence)]."""
+    out = []
+    fwd = [(r["config"], r["results"]) for r in rows]
+    for peer in ("eager", "inductor"):
+        worst, cfg_w, missing = None, None, 0
+        for name, res in fwd:
+            ratio = _ratio(res.get("ours", {}).get("forward_ms"), res.get(peer, {}).get("forward_ms"))
+            if ratio is None:
+                missing += 1
+                continue
+            if worst is None or ratio > worst:
+                worst, cfg_w = ratio, name
+        ok = worst is not None and worst <= 1.0 and not missing
+        out.append((f"forward <= 1.0x {peer}", "pass" if ok else "fail",
+                    f"worst {_f(worst, '.2f')} ({cfg_w})" + (f"; {missing} not measured" if missing else "")))
+    big = [r for r in rows if " L=24 " in r["config"]]
+    for r in big:
+        res = r["results"]
+        cold, cached = res.get("ours", {}).get("compile_s"), res.get("ours-cached", {}).get("compile_s")
+        ind = res.get("inductor", {}).get("first_call_s")
+        ok = cold is not None and cold <= 120 and (ind is None or cold <= ind)
+        out.append((f"{r['config']}: cold compile <= inductor's and <= 120 s", "pass" if ok else "fail",
+                    f"ours {_f(cold)} s, inductor {_f(ind)} s"))
+        out.append((f"{r['config']}: compile from the cache <= 5 s",
+                    "pass" if cached is not None and cached <= 5 else "fail", f"{_f(cached)} s"))
+        rss, w = res.get("ours", {}).get("peak_extra_mib"), res.get("ours", {}).get("weights_mib")
+        out.append((f"{r['config']}: peak RSS <= weights + 1 GiB",
+                    "pass" if rss is not None and w is not None and rss <= w + 1024 else "fail",
+                    f"{_f(rss, '.0f')} MiB, weights {_f(w, '.0f')} MiB"))
+    return out
+
+
+def markdown(rows, gemm_rows=None):
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [SECTION, "",
+             f"`python -m benchmarks.models` ({now}; {_cpu()}, {os.cpu_count()} CPUs). Times are medians "
+             "of the timed forwards after a first call; each implementation runs in its own process, one "
+             "after another. Compile: inductor's is its first call; ours cold has an empty compile cache, "
+             "cached is a new process on that cache. Peak RSS: over the process before the model was "
+             "built (weights included).", "", results_table(rows), ""]
+    if gemm_rows:
+        from .gemm import gemm_table
+
+        parts += [gemm_table(gemm_rows), ""]
+    parts += ["| target | result | evidence |", "|---|---|---|"]
+    parts += [f"| {t} | {r} | {e} |" for t, r, e in targets(rows) + (gemm_targets(gemm_rows) if gemm_rows else [])]
+    return "\n".join(parts) + "\n"
+
+
+def gemm_targets(gemm_rows):
+    worst = min(gemm_rows, key=lambda r: r["ratio"])
+    return [("matmuls >= 80% of torch.matmul's GFLOP/s", "pass" if worst["ratio"] >= 0.8 else "fail",
+             f"worst {worst['ratio']:.2f} ({worst['shape']} {worst['dtype']})")]
+
+
+def update_readme(path, text):
+    with open(path) as f:
+        readme = f.read()
+    start = readme.find(SECTION)
+    if start < 0:
+        readme = readme.rstrip() + "\n\n" + text
+    else:
+        end = readme.find("\n## ", start + len(SECTION))
+        readme = readme[:start] + text + (readme[end + 1:] if end >= 0 else "")
+    with open(path, "w") as f:
+        f.write(readme)

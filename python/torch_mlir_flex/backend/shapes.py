@@ -349,8 +349,8 @@ class ShapeProgram:
 def _bound(x):
     try:
         return int(x)
-    except (TypeError, ValueError, OverflowError):
-        return None  # infinite
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None  # infinite (sympy's oo, or torch's int_oo: int() of it raises AttributeError)
 
 
 def export_checks(ep, names, offset: int = 0) -> DimChecks:

@@ -300,10 +300,20 @@ def export_and_import(
 
 
 def _graph_copy(prog: ExportedProgram) -> ExportedProgram:
-    """``prog`` with a copy of its graph module (state and constants shared)."""
+    """``prog`` with a copy of its graph module (state and constants shared).
+    The copy may rename nodes (a placeholder called ``input``, as in
+    nn.Linear's forward, shadows a builtin and becomes ``input_1``): the
+    signature follows the new names."""
     gm = copy.deepcopy(prog.graph_module)
+    renamed = {old.name: new.name for old, new in zip(prog.graph.nodes, gm.graph.nodes)
+               if old.name != new.name}
+    signature = copy.deepcopy(prog.graph_signature)
+    for spec in list(signature.input_specs) + list(signature.output_specs):
+        name = getattr(spec.arg, "name", None)
+        if name in renamed:
+            spec.arg.name = renamed[name]
     return ExportedProgram(
-        root=gm, graph=gm.graph, graph_signature=copy.deepcopy(prog.graph_signature),
+        root=gm, graph=gm.graph, graph_signature=signature,
         state_dict=prog.state_dict, range_constraints=prog.range_constraints,
         module_call_graph=prog.module_call_graph, example_inputs=prog.example_inputs,
         constants=prog.constants, verifiers=prog.verifiers)

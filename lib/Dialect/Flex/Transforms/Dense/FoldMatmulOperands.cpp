@@ -61,8 +61,12 @@ struct Operand {
   AffineMap map;
 };
 
-/// `o` read through every transpose that swaps its last two dims.
+/// `o` read through every transpose that swaps its last two dims, when its
+/// map spans every loop but one (a broadcast operand of batch_matmul keeps
+/// its transpose: upstream verifies only the plain broadcast maps).
 Operand throughTransposes(Operand o) {
+  if (o.map.getNumResults() + 1 != o.map.getNumDims())
+    return o;
   while (auto t = o.value.getDefiningOp<linalg::TransposeOp>()) {
     if (!swapsLastTwo(t.getPermutation()))
       break;

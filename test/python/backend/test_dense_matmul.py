@@ -1,0 +1,242 @@
+"""Dense matmuls of compiled models against eager torch: nn.Linear (f32, bf16,
+f16; with and without bias), awkward shapes, batched, broadcast, transposed
+and sliced operands, on the BLAS path of flex-fold-matmul-operands +
+flex-matmul-to-blas (lib/Runtime/FlexGemm.c), and the model's weights as
+runtime arguments.
+
+    PYTHONPATH=python pytest -q test/python/backend/test_dense_matmul.py
+"""
+
+import re
+import warnings
+
+import torch_mlir_flex  # noqa: F401  (before torch)
+import pytest
+import torch
+from torch.export import Dim
+
+warnings.filterwarnings("ignore")
+
+GEMM = {torch.float32: "flex_gemm_f32", torch.bfloat16: "flex_gemm_bf16"}
+
+
+class Lin(torch.nn.Module):
+    """nn.Linear behind a forward argument named `x` (see test_bare_linear)."""
+
+    def __init__(self, k, n, bias=True, dtype=torch.float32):
+        super().__init__()
+        self.lin = torch.nn.Linear(k, n, bias=bias, dtype=dtype)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, a, b):
+        return self.fn(a, b)
+
+
+class XWt(torch.nn.Module):
+    """x @ w.t() with w a parameter."""
+
+    def __init__(self, n, k):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(n, k, generator=torch.Generator().manual_seed(1)))
+
+    def forward(self, x):
+        return x @ self.w.t()
+
+
+def _rand(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _assert_matches(got, expected):
+    assert got.shape == expected.shape and got.dtype == expected.dtype, (got.shape, got.dtype, expected.shape,
+                                                                         expected.dtype)
+    if expected.dtype in (torch.bfloat16, torch.float16):
+        # One rounding of the output (the products accumulate in f32 either
+        # way): tolerance relative to the output's magnitude.
+        scale = max(expected.float().abs().max().item(), 1.0)
+        torch.testing.assert_close(got.float(), expected.float(), rtol=2e-2, atol=2e-2 * scale)
+    else:
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def _check(model, args, gemm=None, **kw):
+    """Compiles `model` for `args`, compares one call with eager; `gemm`: the
+    runtime function the lowered module must call (None: no check)."""
+    compiled = torch_mlir_flex.compile(model, args, **kw)
+    with torch.no_grad():
+        expected = model(*args)
+    _assert_matches(compiled(*args), expected)
+    if gemm is not None:
+        assert gemm in compiled.lowered_ir, f"{gemm} not called: the product did not go to the BLAS"
+    return compiled
+
+
+# --------------------------------------------------------------------------
+# nn.Linear
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_linear(dtype, bias):
+    torch.manual_seed(0)
+    model = Lin(13, 5, bias=bias, dtype=dtype)
+    compiled = _check(model, (_rand(7, 13, dtype=dtype),), gemm=GEMM[dtype])
+    other = {torch.float32: "flex_gemm_bf16", torch.bfloat16: "flex_gemm_f32"}[dtype]
+    assert other not in compiled.lowered_ir
+    # torch-mlir transposes the weight (and widens bf16 operands to f32 when
+    # there is a bias); after flex-fold-matmul-operands the call reads the
+    # weight argument in place: no transposed or widened copy is allocated.
+    assert "linalg.transpose" in compiled.linalg_ir
+    loops = compiled.loops_ir()
+    assert "memref<13x5x" not in loops, loops
+    assert "memref<7x13xf32>" not in loops or dtype == torch.float32, loops
+    assert re.search(r"memref\.extract_aligned_pointer_as_index %arg0 : memref<5x13x", loops), loops
+
+
+def test_linear_bf16_3d_larger():
+    torch.manual_seed(0)
+    _check(Lin(40, 24, dtype=torch.bfloat16), (_rand(3, 17, 40, dtype=torch.bfloat16),), gemm="flex_gemm_bf16")
+
+
+def test_linear_f16_stays_on_loops():
+    # The fold makes the matmul read f16 (f16 x f16 -> f32): no BLAS for that,
+    # the loops compute it.
+    torch.manual_seed(0)
+    compiled = _check(Lin(13, 5, dtype=torch.float16), (_rand(7, 13, dtype=torch.float16),))
+    assert "flex_gemm" not in compiled.lowered_ir
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 13, 5), (7, 1, 5), (7, 13, 1), (1, 1, 1)],
+                         ids=["M1", "K1", "N1", "all1"])
+def test_linear_unit_dims(m, k, n):
+    torch.manual_seed(0)
+    _check(Lin(k, n), (_rand(m, k),), gemm="flex_gemm_f32")
+
+
+def test_bare_linear():
+    # BUG (not in the passes: importer/fx_importer.py `_graph_copy`): this
+    # test FAILS. nn.Linear's forward argument is named `input`;
+    # copy.deepcopy of the exported graph module renames that placeholder to
+    # `input_1` (it shadows a builtin), so the ExportedProgram rebuilt around
+    # the copy fails torch's verifier: FlexCompileError "import:
+    # SpecViolationError: Input spec name input does not match node name
+    # input_1". Expected: compiles like Lin(13, 5) above. Left failing on
+    # purpose.
+    torch.manual_seed(0)
+    _check(torch.nn.Linear(13, 5), (_rand(7, 13),), gemm="flex_gemm_f32")
+
+
+# --------------------------------------------------------------------------
+# matmul / bmm / einsum
+# --------------------------------------------------------------------------
+
+
+CASES = {
+    # name: (fn, shape of a, shape of b)
+    "mm_7x13x5": (lambda a, b: a @ b, (7, 13), (13, 5)),
+    "mm_K1": (lambda a, b: a @ b, (7, 1), (1, 5)),
+    "mm_N1": (lambda a, b: a @ b, (7, 13), (13, 1)),
+    "mm_M1": (lambda a, b: a @ b, (1, 13), (13, 5)),
+    "bmm_3d": (lambda a, b: a @ b, (3, 7, 13), (3, 13, 5)),
+    "bmm_4d": (lambda a, b: a @ b, (2, 3, 7, 13), (2, 3, 13, 5)),
+    "bmm_transposed_b": (lambda a, b: a @ b.transpose(-1, -2), (3, 7, 13), (3, 5, 13)),
+    "bmm_both_transposed": (lambda a, b: a.transpose(-1, -2) @ b.transpose(-1, -2), (3, 13, 7), (3, 5, 13)),
+    "bmm_M1": (lambda a, b: a @ b, (3, 1, 13), (3, 13, 5)),
+    "broadcast_3d_2d": (lambda a, b: a @ b, (3, 7, 13), (13, 5)),
+    "broadcast_2d_3d": (lambda a, b: a @ b, (7, 13), (3, 13, 5)),
+    "broadcast_4d_3d": (lambda a, b: a @ b, (2, 3, 7, 13), (3, 13, 5)),
+    "einsum_bik_bjk": (lambda a, b: torch.einsum("bik,bjk->bij", a, b), (3, 7, 13), (3, 5, 13)),
+    "mm_xt_y": (lambda x, y: x.t() @ y, (13, 7), (13, 5)),
+    "mm_xt_yt": (lambda x, y: torch.mm(x.t(), y.t()), (13, 7), (5, 13)),
+    "mm_sliced": (lambda x, y: x[:, 1:5] @ y, (7, 8), (4, 5)),
+    "mm_strided_slice": (lambda x, y: x[::2, ::3] @ y, (14, 39), (13, 5)),
+    "bmm_sliced": (lambda a, b: a[:, 1:6, 2:] @ b[1:], (3, 8, 15), (4, 13, 5)),
+    "permuted_4d": (lambda a, b: a.permute(0, 2, 1, 3) @ b.permute(0, 2, 3, 1), (2, 7, 3, 13), (2, 5, 3, 13)),
+    "cat_of_products": (lambda a, b: torch.cat([a @ b, (2 * a) @ b[:, :3]], dim=1), (7, 13), (13, 5)),
+    "chain": (lambda a, b: (a @ b) @ b.t(), (7, 13), (13, 5)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_matmul_f32(name):
+    fn, sa, sb = CASES[name]
+    _check(Fn(fn), (_rand(*sa, seed=1), _rand(*sb, seed=2)), gemm="flex_gemm_f32")
+
+
+@pytest.mark.parametrize("name", ["mm_7x13x5", "bmm_transposed_b", "mm_xt_y", "broadcast_3d_2d"])
+def test_matmul_bf16(name):
+    fn, sa, sb = CASES[name]
+    _check(Fn(fn), (_rand(*sa, dtype=torch.bfloat16, seed=1), _rand(*sb, dtype=torch.bfloat16, seed=2)),
+           gemm="flex_gemm_bf16")
+
+
+def test_x_wt_parameter():
+    _check(XWt(5, 13), (_rand(7, 13),), gemm="flex_gemm_f32")
+
+
+def test_dynamic_shapes():
+    # One compiled batch_matmul for every (batch, M, K), unit dims included;
+    # then non-contiguous arguments.
+    B, M, K = Dim("B", min=1, max=16), Dim("M", min=1, max=128), Dim("K", min=1, max=64)
+    model = Fn(lambda a, b: a @ b)
+    compiled = _check(model, (_rand(3, 7, 13), _rand(3, 13, 5)), gemm="flex_gemm_f32",
+                      dynamic_shapes={"a": {0: B, 1: M, 2: K}, "b": {0: B, 1: K}})
+    for b, m, k in [(2, 9, 4), (1, 1, 1), (4, 1, 13), (2, 16, 1), (5, 33, 17)]:
+        a, w = _rand(b, m, k, seed=m), _rand(b, k, 5, seed=k)
+        _assert_matches(compiled(a, w), a @ w)
+    a, w = _rand(3, 13, 7).transpose(1, 2), _rand(3, 5, 13).transpose(1, 2)
+    _assert_matches(compiled(a, w), a @ w)
+
+
+# --------------------------------------------------------------------------
+# Weights as arguments
+# --------------------------------------------------------------------------
+
+
+def test_weights_are_arguments():
+    torch.manual_seed(0)
+    model = Lin(13, 5)
+    x = _rand(7, 13)
+    compiled = _check(model, (x,), gemm="flex_gemm_f32")
+    # One user input; weight and bias are the function's leading arguments,
+    # not constants of the module.
+    assert compiled.num_inputs == 1
+    assert len(compiled.jit_function.arg_types) == 3
+    func = re.search(r"func\.func @main\(([^)]*)\)", compiled.flex_ir).group(1)
+    assert "tensor<5x13xf32>" in func and "tensor<5xf32>" in func, func
+    assert not re.search(r"arith\.constant dense(_resource)?<.*tensor<5x13xf32>", compiled.flex_ir)
+    # In-place updates of the model are seen by the compiled module.
+    with torch.no_grad():
+        model.lin.weight.mul_(2)
+        model.lin.bias.add_(1)
+        expected = model(x)
+    _assert_matches(compiled(x), expected)
+    with torch.no_grad():
+        model.lin.weight.copy_(_rand(5, 13, seed=7))
+        expected = model(x)
+    _assert_matches(compiled(x), expected)
+
+
+def test_weights_frozen_are_constants():
+    # The contrast of the test above: frozen weights are a constant of the
+    # module (the check above can see one), and updates are not seen.
+    torch.manual_seed(0)
+    model = Lin(13, 5)
+    x = _rand(7, 13)
+    compiled = _check(model, (x,), gemm="flex_gemm_f32", weights_as_arguments=False)
+    assert compiled.num_inputs == 1
+    assert len(compiled.jit_function.arg_types) == 1
+    assert re.search(r"arith\.constant dense(_resource)?<.*tensor<5x13xf32>", compiled.flex_ir)
+    with torch.no_grad():
+        before = model(x)
+        model.lin.weight.mul_(2)
+    _assert_matches(compiled(x), before)

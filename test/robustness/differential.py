@@ -325,7 +325,7 @@ def run_group(g: Group, backends, draws: int = 2, verbose: bool = False) -> List
             if first is None:
                 fn = first = torch_mlir_flex.compile(model, get_inputs(0), backend=b)
             else:
-                fn = compile_mlir(first.flex_ir, backend=b)
+                fn = compile_mlir(first.flex_ir, backend=b, state=first.state)
         except Exception as e:
             fails.append(Failure(g, b, f"compile raised {type(e).__name__}: {e}"))
             if first is None:

@@ -73,7 +73,11 @@ def main(argv=None):
     p.add_argument("--timeout", type=int, default=3600, help="seconds per process")
     p.add_argument("--readme", action="store_true", help="update the README section")
     p.add_argument("--no-gemm", action="store_true", help="skip the matmul micro-benchmark")
+    p.add_argument("--from-log", default="", help="rebuild the tables from the printed lines of a run")
     args = p.parse_args(argv)
+    if args.from_log:
+        rows, gemm_rows = parse_log(args.from_log)
+        return _write(markdown(rows, gemm_rows or None), args.readme)
     configs = [c for c in DEFAULT + (LONG if args.all else []) if args.only in c.name]
     log = lambda s: print(s, flush=True)  # noqa: E731
     gemm_rows = None
@@ -84,12 +88,40 @@ def main(argv=None):
     rows = []
     for cfg in configs:
         rows.append(run_config(cfg, args.reps, args.timeout, log))
-    text = markdown(rows, gemm_rows)
+    _write(markdown(rows, gemm_rows), args.readme)
+
+
+def parse_log(path):
+    """Rows and gemm rows from the lines a run printed (a run stopped early
+    gives the configurations it finished)."""
+    import re
+
+    from .configs import DEFAULT, LONG
+
+    names = {c.name: c for c in DEFAULT + LONG}
+    rows, gemm_rows = {}, []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s+gemm (\S+)\s+(\w+): torch (\d+) ours (\d+) GFLOP/s", line)
+            if m:
+                t, o = float(m.group(3)), float(m.group(4))
+                gemm_rows.append({"shape": m.group(1), "dtype": m.group(2), "torch": t, "ours": o,
+                                  "ratio": o / t})
+                continue
+            m = re.match(r"\s+(.+?)\s+(eager|inductor|ours-cached|ours)\s+(\{.*\})\s*$", line)
+            if m and m.group(1) in names:
+                cfg = names[m.group(1)]
+                row = rows.setdefault(cfg.name, {"config": cfg.name, "gflop": matmul_gflop(cfg), "results": {}})
+                row["results"][m.group(2)] = json.loads(m.group(3))
+    return list(rows.values()), gemm_rows
+
+
+def _write(text, readme):
     print(text)
     os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "benchmarks", "results", "models.md"), "w") as f:
         f.write(text)
-    if args.readme:
+    if readme:
         update_readme(os.path.join(ROOT, "README.md"), text)
 
 

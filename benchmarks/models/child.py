@@ -3,8 +3,11 @@
 compile time, forward times, peak RSS and where its output was saved.
 
 JSON: {"model", "seq", "dtype", "layers", "impl", "reps", "out"}; impl is
-eager, inductor, ours (cold: empty compile cache) or ours-cached (a second
-process on the same $TORCH_MLIR_FLEX_CACHE_DIR)."""
+eager, inductor, ours (cold: empty compile cache), ours-cached (a second
+process on the same $TORCH_MLIR_FLEX_CACHE_DIR) or interleaved: one model,
+compiled by all three, called in rounds (eager, inductor, ours, eager, ...)
+so that the forward times share the machine's state; it reports
+{"forward_ms": {impl: median}}."""
 
 import json
 import statistics
@@ -35,8 +38,23 @@ def _call(fn, inputs):
     return getattr(out, "logits", out)
 
 
+def interleaved(spec, cfg, model, inputs):
+    """Median forward ms per implementation, timed in alternating rounds."""
+    impls = ("eager", "inductor", "ours")
+    fns = {impl: _compile(impl, cfg, model, inputs) for impl in impls}
+    for fn in fns.values():  # inductor compiles here; a warm-up for all
+        _call(fn, inputs)
+    times = {impl: [] for impl in impls}
+    for _ in range(spec["reps"]):
+        for impl in impls:
+            t = time.perf_counter()
+            _call(fns[impl], inputs)
+            times[impl].append(time.perf_counter() - t)
+    return {"forward_ms": {k: 1e3 * statistics.median(v) for k, v in times.items()}}
+
+
 def main(spec):
-    if spec["impl"].startswith("ours"):
+    if spec["impl"] in ("ours", "ours-cached", "interleaved"):
         import torch_mlir_flex  # noqa: F401  (before torch-mlir)
     import torch
 
@@ -48,6 +66,9 @@ def main(spec):
         model, inputs = build(cfg)
         for p in model.parameters():
             p.requires_grad_(False)
+        if spec["impl"] == "interleaved":
+            print(json.dumps(interleaved(spec, cfg, model, inputs)))
+            return
         t = time.perf_counter()
         fn = _compile(spec["impl"], cfg, model, inputs)
         compile_s = time.perf_counter() - t

@@ -27,6 +27,14 @@ def _ratio(a, b):
     return None if a is None or b is None or not b else a / b
 
 
+def forward_ms(res, impl):
+    """The interleaved process's median when it ran, else the implementation's own process's."""
+    inter = res.get("interleaved", {}).get("forward_ms")
+    if isinstance(inter, dict) and impl in inter:
+        return inter[impl]
+    return res.get(impl, {}).get("forward_ms")
+
+
 def results_table(rows):
     head = ("| config | GFLOP | eager ms | inductor ms | ours ms | ours/eager | ours/inductor | "
             "ours GFLOP/s | compile s: inductor / ours cold / ours cached | peak RSS MiB (weights): "
@@ -34,7 +42,7 @@ def results_table(rows):
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         res = r["results"]
-        ms = {k: res.get(k, {}).get("forward_ms") for k in ("eager", "inductor", "ours")}
+        ms = {k: forward_ms(res, k) for k in ("eager", "inductor", "ours")}
         comp = [res.get(k, {}).get("compile_s") for k in ("inductor", "ours", "ours-cached")]
         # inductor compiles at its first call: that call counts as its compile
         ind = res.get("inductor", {})
@@ -61,7 +69,7 @@ def targets(rows):
     for peer in ("eager", "inductor"):
         worst, cfg_w, missing = None, None, 0
         for name, res in fwd:
-            ratio = _ratio(res.get("ours", {}).get("forward_ms"), res.get(peer, {}).get("forward_ms"))
+            ratio = _ratio(forward_ms(res, "ours"), forward_ms(res, peer))
             if ratio is None:
                 missing += 1
                 continue
@@ -90,9 +98,9 @@ def targets(rows):
 def markdown(rows, gemm_rows=None):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [SECTION, "",
-             f"`python -m benchmarks.models` ({now}; {_cpu()}, {os.cpu_count()} CPUs). Times are medians "
-             "of the timed forwards after a first call; each implementation runs in its own process, one "
-             "after another. Compile: inductor's is its first call; ours cold has an empty compile cache, "
+             f"`python -m benchmarks.models` ({now}; {_cpu()}, {os.cpu_count()} CPUs). Forward times are medians "
+             "of calls timed in alternating rounds (eager, inductor, ours) in one process, after a warm-up "
+             "call; compile times and peak RSS come from one process per implementation, one after another. Compile: inductor's is its first call; ours cold has an empty compile cache, "
              "cached is a new process on that cache. Peak RSS: over the process before the model was "
              "built (weights included).", "", results_table(rows), ""]
     if gemm_rows:

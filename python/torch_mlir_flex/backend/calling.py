@@ -13,6 +13,10 @@ writes the results straight into the caller's buffers, or copies them there
 when a result is an input or a constant. The compiled code never returns
 or frees a buffer the caller sees, and never writes into an input.
 See docs/runtime.md.
+
+Scalar arguments (``i64``, ``f64``, ``i1``: a SymInt or float input of an
+exported program) are passed as 0-d tensors (`scalars_to_tensors`): the
+function reads them with ``tensor.extract``.
 """
 
 from ..mlir import ir
@@ -60,7 +64,13 @@ def entry_signature(module, func):
             [_ranked(t, "result") for t in ftype.results], given_status)
 
 
+def is_scalar_type(t) -> bool:
+    return isinstance(t, (ir.IntegerType, ir.F64Type, ir.F32Type))
+
+
 def _ranked(t, what):
+    if what == "argument" and is_scalar_type(t):
+        return ir.RankedTensorType.get([], t)  # passed as a 0-d tensor
     if not isinstance(t, ir.RankedTensorType):
         raise FlexBackendError(f"unsupported {what} type {t}: expected a ranked tensor")
     return ir.RankedTensorType(t)
@@ -81,6 +91,35 @@ def _arg_attrs(func, n_inputs, n_total):
             entries["bufferization.writable"] = ir.BoolAttr.get(False)
         attrs.append(ir.DictAttr.get(entries))
     return ir.ArrayAttr.get(attrs)
+
+
+def scalars_to_tensors(module, func_name: str):
+    """Rewrites each scalar argument of @func_name to a 0-d tensor read with
+    ``tensor.extract``; returns the indices of those arguments."""
+    func = find_func(module, func_name)
+    if not func.regions[0].blocks:
+        return []
+    entry = func.regions[0].blocks[0]
+    old = list(entry.arguments)
+    scalars = [i for i, a in enumerate(old) if is_scalar_type(a.type)]
+    if not scalars:
+        return []
+    loc = func.location
+    first = entry.operations[0]
+    for i, a in enumerate(old):
+        new = entry.add_argument(ir.RankedTensorType.get([], a.type) if i in scalars else a.type, loc)
+        if i in scalars:
+            with ir.InsertionPoint(first), loc:
+                value = ir.Operation.create("tensor.extract", results=[a.type], operands=[new]).results[0]
+        else:
+            value = new
+        a.replace_all_uses_with(value)
+    for _ in old:
+        entry.erase_argument(0)
+    ftype = function_type(func)
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get([a.type for a in entry.arguments], list(ftype.results)))
+    return scalars
 
 
 def to_destination_passing(module, func_name: str):

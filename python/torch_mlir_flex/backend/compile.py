@@ -54,10 +54,11 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
         else:
             raise FlexCompileError("export", f"expected a torch.nn.Module or a callable, got {type(model).__name__}")
     for i, a in enumerate(example_args):
-        if not isinstance(a, torch.Tensor):
+        if not isinstance(a, (torch.Tensor, int, float)):
             raise FlexCompileError(
-                "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments are "
-                          "supported (and BlockMask ones, which compile() flattens)")
+                "export", f"example argument {i} is a {type(a).__name__}; only torch.Tensor arguments, "
+                          "dynamic ints and floats are supported (and BlockMask ones, which compile() "
+                          "flattens)")
     try:
         # Inference only: flex_attention refuses to trace a backward on CPU
         # when parameters require grad. flex_attention calls trace without
@@ -69,13 +70,16 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
 
 
 @timed("import", dump="torch")
-def import_model(exported, func_name: str = "main", state_targets: Optional[list] = None):
+def import_model(exported, func_name: str = "main", state_targets: Optional[list] = None,
+                 imported: Optional[list] = None):
     """Our importer on an ExportedProgram -> a torch-mlir Module (raw Torch IR).
 
     With a list as `state_targets`, parameters and buffers become the
     function's leading arguments (importer/state_arguments.py) and their
     state_dict/constants keys are appended to that list in argument order;
-    else they are literals in the module."""
+    else they are literals in the module. With a list as `imported`, the
+    program imported (after decompositions: functional, its mutations are
+    outputs) is appended to it."""
     from torch_mlir import ir as tm_ir
     from torch_mlir.dialects import torch as torch_d
 
@@ -94,6 +98,8 @@ def import_model(exported, func_name: str = "main", state_targets: Optional[list
         raise FlexCompileError("import", f"{type(e).__name__}: {_first_lines(e)}") from e
     if state_targets is not None:
         state_targets.extend(importer.state_arguments.targets)
+    if imported is not None:
+        imported.append(importer.imported_program)
     return module
 
 
@@ -234,7 +240,7 @@ class CompiledModule:
     def __init__(self, *, jit_function: JitFunction, backend: str, func_name: str,
                  torch_ir: Optional[str], linalg_ir: Optional[str], flex_ir: str,
                  exported_program=None, arg_specs=None, out_spec=None, arg_layout=None,
-                 state=()):
+                 state=(), mutations=None, constant_args=None):
         self.jit_function = jit_function
         # The model's parameters and buffers, the function's leading
         # arguments (weights as runtime arguments): the tensors themselves,
@@ -252,6 +258,9 @@ class CompiledModule:
         self._arg_specs = arg_specs  # [(name, torch.dtype)]
         self._out_spec = out_spec
         self._arg_layout = arg_layout  # BlockMask arguments (block_mask_args.py)
+        self._mutations = mutations if mutations else None  # mutations.py
+        # {position: value}: int arguments export made constants; calls must repeat them
+        self._constant_args = constant_args or None
         self._loops_ir = None
 
     def loops_ir(self) -> str:
@@ -267,6 +276,8 @@ class CompiledModule:
     def __call__(self, *args):
         if self._arg_layout is not None:
             args = self._arg_layout.flatten_call(args)
+        if self._constant_args is not None:
+            self._check_constants(args)
         # JitFunction checks the arguments (count, dtype, shape, shared dims)
         # and raises FlexCompileError('call', ...) itself.
         try:
@@ -276,11 +287,21 @@ class CompiledModule:
         except FlexBackendError as e:
             raise FlexCompileError("call", str(e)) from e
         flat = list(res) if isinstance(res, tuple) else [res]
+        if self._mutations is not None:
+            flat = self._mutations.apply(flat, args, self.state)
+            res = flat[0] if len(flat) == 1 else tuple(flat)
         if self._out_spec is not None and self._out_spec.num_leaves == len(flat):
             import torch.utils._pytree as pytree
 
             return pytree.tree_unflatten(flat, self._out_spec)
         return res
+
+    def _check_constants(self, args):
+        for i, v in self._constant_args.items():
+            if i < len(args) and args[i] != v:
+                raise FlexCompileError("call", f"argument {i} is {args[i]!r}, but the function was compiled "
+                                               f"for {v!r} (torch.export made it a constant; mark it dynamic "
+                                               "to vary it)")
 
     def __repr__(self):
         return f"<CompiledModule @{self.func_name} backend={self.backend!r} inputs={self.num_inputs}>"
@@ -288,7 +309,7 @@ class CompiledModule:
 
 def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,
             func_name: str = "main", opt_level: int = 2,
-            weights_as_arguments: bool = True) -> CompiledModule:
+            weights_as_arguments: bool = True, exported_check=None) -> CompiledModule:
     """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
     of tensors and BlockMasks, or one tensor) with the lowering pipeline `backend`
     ("reference", "tiled", ... see `backend.pipelines.PIPELINES`).
@@ -305,6 +326,10 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     (no copy; compile time and code independent of their values), except
     those a flex_attention modifier captures; False freezes them into the
     module as constants.
+    In-place updates of inputs and buffers (a KV cache's `index_copy_`)
+    are written into the caller's tensors after each call (mutations.py).
+    `exported_check(ep)`, when given, sees the ExportedProgram before any
+    lowering and may raise FlexCompileError to refuse it.
     Returns a `CompiledModule`; raises `FlexCompileError`."""
     import torch
 
@@ -316,19 +341,26 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         example_args = (example_args,)
     with _older_objects_frozen():
         return _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
-                        weights_as_arguments)
+                        weights_as_arguments, exported_check)
 
 
 def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
-             weights_as_arguments=True):
+             weights_as_arguments=True, exported_check=None):
+    from .mutations import Mutations
+
     # BlockMask arguments become tensors (block_mask_args.py).
     model, example_args, dynamic_shapes, layout = flatten_block_masks(model, example_args, dynamic_shapes)
     example_args = unalias(example_args)
     ep = export_model(model, example_args, dynamic_shapes)
+    if exported_check is not None:
+        exported_check(ep)
     out_spec = ep.call_spec.out_spec
-    arg_specs = _user_input_specs(ep, example_args)
+    arg_specs, constants = _user_input_specs(ep, example_args)
     targets = [] if weights_as_arguments else None
-    torch_module = import_model(ep, func_name, state_targets=targets)
+    imported = []
+    torch_module = import_model(ep, func_name, state_targets=targets, imported=imported)
+    # Refuses, before lowering, what a call cannot write back.
+    mutations = Mutations(imported[0], targets)
     state = [_state_tensor(ep, t) for t in targets or ()]
     torch_ir = str(torch_module)
     linalg_ir = to_linalg(torch_module)
@@ -342,7 +374,8 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
-                          arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout, state=state)
+                          arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout, state=state,
+                          mutations=mutations, constant_args=constants)
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",
@@ -437,12 +470,20 @@ def _export_checks(ep, names, offset=0):
 
 
 def _user_input_specs(ep, example_args):
-    from torch.export.graph_signature import InputKind
+    """([(name, dtype)] of the compiled function's user arguments, or None;
+    {position: value} of the example arguments torch.export specialized to
+    constants (ints not marked dynamic): the function still takes them, and
+    a call must pass the same values)."""
+    import torch
+    from torch.export.graph_signature import ConstantArgument, InputKind
 
-    names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
-    if len(names) != len(example_args):
-        return None
-    return [(n, a.dtype) for n, a in zip(names, example_args)]
+    specs = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    if len(specs) != len(example_args):
+        return None, {}
+    constants = {i: a for i, (s, a) in enumerate(zip(specs, example_args)) if isinstance(s.arg, ConstantArgument)}
+    dtype = lambda a: a.dtype if isinstance(a, torch.Tensor) else (  # noqa: E731
+        torch.float64 if isinstance(a, float) else torch.int64)
+    return [(s.arg.name, dtype(a)) for s, a in zip(specs, example_args)], constants
 
 
 def _dynamic_size():

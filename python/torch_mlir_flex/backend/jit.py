@@ -17,7 +17,7 @@ import os
 from .. import _load_order
 from ..mlir import ir, passmanager
 from . import memref_abi
-from .calling import entry_signature, find_func, status_messages, to_destination_passing
+from .calling import entry_signature, find_func, scalars_to_tensors, status_messages, to_destination_passing
 from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
 from .shapes import ShapeProgram
 from .prechecks import _check_memref_element_types, check_known_parser_aborts
@@ -63,6 +63,7 @@ class JitFunction:
             self.arg_types, self.result_types, _ = entry_signature(module, func)
             self.arg_labels = _labels(arg_names, len(self.arg_types))
             shapes = ShapeProgram(module, func_name, self.arg_types, self.result_types, self.arg_labels)
+            self._scalars = frozenset(scalars_to_tensors(module, func_name))
             to_destination_passing(module, func_name)
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             text = get_pipeline(pipeline) if "(" not in pipeline else pipeline
@@ -172,6 +173,7 @@ class JitFunction:
         return libs
 
     _bound = ()
+    _scalars = frozenset()
 
     def bind_leading(self, tensors):
         """Binds the function's first arguments to `tensors` (a model's
@@ -197,7 +199,9 @@ class JitFunction:
             raise FlexCompileError("call", f"@{self.func_name} takes {n} tensor argument(s), got {len(args)}")
         tensors = list(self._bound)
         for i, a in enumerate(args, start=nb):
-            if not isinstance(a, torch.Tensor):
+            if i in self._scalars and isinstance(a, (int, float, bool)) and not isinstance(a, torch.Tensor):
+                a = torch.tensor(a, dtype=self._in_dtypes[i])
+            elif not isinstance(a, torch.Tensor):
                 a = _from_numpy(a, self._in_dtypes[i])
                 if a is None:
                     raise FlexCompileError("call", f"{self.arg_labels[i]}: expected a torch.Tensor, "
@@ -226,13 +230,15 @@ class JitFunction:
         import torch
 
         ins = self._inputs(args)
+        if self._check_shapes is not None or self._fixed_outs is None:
+            # scalar arguments enter the shape code as their values
+            shapes = [t.item() if i in self._scalars else t.shape for i, t in enumerate(ins)]
         if self._check_shapes is not None:
-            self._check_shapes([t.shape for t in ins])
+            self._check_shapes(shapes)
         if self._fixed_outs is not None:
             outs = [torch.empty(s, dtype=d) for s, d in self._fixed_outs]
             status = self._cfunc.call_pointers([t.data_ptr() for t in ins + outs])
         else:
-            shapes = [t.shape for t in ins]
             outs = [torch.empty(s, dtype=d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
             words = []
             for t in ins + outs:

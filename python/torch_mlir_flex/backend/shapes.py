@@ -5,7 +5,7 @@ that returns ``tensor.dim`` of every dynamic result dim and of every
 `flex.attention` operand dim; resolve-ranked-shaped-type-result-dims,
 canonicalize and lower-affine fold these to arithmetic on the input dims,
 which becomes a small Python expression over the input shapes ``s`` (e.g.
-``s[0][2]``), compiled once per JitFunction. A dim that does not fold
+``s[0][2]``; a scalar argument's entry is its value: ``s[1]``), compiled once per JitFunction. A dim that does not fold
 (data-dependent) is an error for results and no check for operands.
 
 `DimChecks` collects the checks: from the probe (the rules of the
@@ -56,6 +56,8 @@ class _Unresolved(Exception):
 def _expr(value, entry) -> str:
     """Python code of an index value of the probe in terms of `s`."""
     if isinstance(value, ir.BlockArgument):
+        if value.owner == entry and isinstance(value.type, ir.IntegerType):
+            return f"s[{value.arg_number}]"  # a scalar argument: its value is in s
         raise _Unresolved("a block argument")
     op = value.owner
     name = op.operation.name

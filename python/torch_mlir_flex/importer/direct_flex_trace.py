@@ -23,7 +23,8 @@ trailing placeholder of the graph and the tensor itself a new trailing
 entry of the modifier's buffers, as Dynamo lifts them; the rewritten
 graphs then go through torch's tracing as before.  Tensors the modifier
 makes itself (``torch.tensor(...)`` in its body) stay constants, as with
-Dynamo.  The graphs and buffers
+Dynamo. SymInts a modifier's closures hold (a dynamic offset) become
+placeholders and buffers too (`_with_lifted_symints`).  The graphs and buffers
 that reach the exported program have the form Dynamo's path gives
 (test_direct_flex_trace.py compares the imported IR of both).
 
@@ -91,6 +92,49 @@ def _lift_traced_constants(gm: fx.GraphModule, buffers: tuple) -> tuple:
     return tuple(buffers) + tuple(lifted)
 
 
+def _symint_cells(fn, seen=None):
+    """Closure cells holding a SymInt, of `fn` and of the functions its
+    closure holds (transformers composes masks: `and_masks(causal, pad)`)."""
+    seen = set() if seen is None else seen
+    cells = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        if id(cell) in seen:
+            continue
+        seen.add(id(cell))
+        try:
+            v = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(v, torch.SymInt):
+            cells.append(cell)
+        elif callable(v):
+            cells += _symint_cells(v, seen)
+    return cells
+
+
+def _with_lifted_symints(fn, n_args):
+    """(fn', symints): fn' takes the SymInts `fn`'s closures hold as extra
+    trailing arguments (after its `n_args`), so that make_fx traces them as
+    placeholders (as Dynamo lifts them) instead of failing on a SymInt of
+    the outer trace it does not track."""
+    cells = _symint_cells(fn)
+    if not cells:
+        return fn, ()
+    values = tuple(c.cell_contents for c in cells)
+
+    def lifted(*args):
+        saved = [c.cell_contents for c in cells]
+        for c, v in zip(cells, args[n_args:]):
+            c.cell_contents = v
+        try:
+            return fn(*args[:n_args])
+        finally:
+            for c, v in zip(cells, saved):
+                c.cell_contents = v
+
+    return lifted, values
+
+
 def _tracing_with_lifted_captures(trace):
     """A stand-in for torch's trace_flex_attention (same signature) that
     lifts the modifiers' traced constants to buffers first."""
@@ -103,11 +147,13 @@ def _tracing_with_lifted_captures(trace):
         score_vals = [query.new_zeros((), requires_grad=query.requires_grad)] + [
             query.new_zeros((), dtype=torch.int) for _ in range(4)]
         mask_vals = [query.new_zeros((), dtype=torch.int) for _ in range(4)]
+        score_fn, score_syms = _with_lifted_symints(score_mod, 5 + len(score_mod_other_buffers))
+        mask_fn, mask_syms = _with_lifted_symints(block_mask[-1], 4 + len(mask_mod_other_buffers))
         with TransformGetItemToIndex():
-            score_graph = reenter_make_fx(score_mod)(*score_vals, *score_mod_other_buffers)
-            mask_graph = reenter_make_fx(block_mask[-1])(*mask_vals, *mask_mod_other_buffers)
-        score_bufs = _lift_traced_constants(score_graph, score_mod_other_buffers)
-        mask_bufs = _lift_traced_constants(mask_graph, mask_mod_other_buffers)
+            score_graph = reenter_make_fx(score_fn)(*score_vals, *score_mod_other_buffers, *score_syms)
+            mask_graph = reenter_make_fx(mask_fn)(*mask_vals, *mask_mod_other_buffers, *mask_syms)
+        score_bufs = _lift_traced_constants(score_graph, tuple(score_mod_other_buffers) + score_syms)
+        mask_bufs = _lift_traced_constants(mask_graph, tuple(mask_mod_other_buffers) + mask_syms)
         return trace(proxy_mode, query, key, value, score_graph, block_mask[:-1] + (mask_graph,),
                      scale, kernel_options, score_bufs, mask_bufs)
 

@@ -38,6 +38,9 @@ from .errors import FlexImportError
 from .modifier_ops import explain_decomposition_failure
 from .modifiers import ModifierCache
 from .pipeline import lower_to_torch_backend
+from .scalar_captures import scalar_captures_to_tensors
+from .symbolic_ops import retarget_symbolic_ops
+from .index_dtypes import widen_mixed_indices
 from .state_arguments import StateArguments
 from .verify import verify_flex_calls
 
@@ -290,6 +293,10 @@ def export_and_import(
         prog = _run_decompositions(prog, decomposition_table)
     if enable_graph_printing:
         prog.graph_module.print_readable()
+    scalar_captures_to_tensors(prog.graph_module)
+    retarget_symbolic_ops(prog.graph_module)
+    widen_mixed_indices(prog.graph_module)
+    fx_importer.imported_program = prog  # after decompositions: mutations are outputs
     if experimental_support_mutation:
         fx_importer.import_program(prog, func_name=func_name,
                                    import_symbolic_shape_expressions=import_symbolic_shape_expressions)

@@ -232,6 +232,19 @@ func.func @unranked(%m: memref<4xi1>) -> memref<*xi1> {
 
 // -----
 
+// A reshape by a shape memref (dynamic tensor.reshape) keeps its i64 shape.
+
+// CHECK-LABEL: func.func @reshape
+// CHECK-SAME: (%[[M:.+]]: memref<?xi8>, %[[S:.+]]: memref<2xi64>) -> memref<?x?xi8>
+// CHECK: %[[R:.+]] = memref.reshape %[[M]](%[[S]]) : (memref<?xi8>, memref<2xi64>) -> memref<?x?xi8>
+// CHECK: return %[[R]] : memref<?x?xi8>
+func.func @reshape(%m: memref<?xi1>, %s: memref<2xi64>) -> memref<?x?xi1> {
+  %r = memref.reshape %m(%s) : (memref<?xi1>, memref<2xi64>) -> memref<?x?xi1>
+  return %r : memref<?x?xi1>
+}
+
+// -----
+
 // Nothing else changes: i1 tensors and scalars, memrefs of other types.
 
 // CHECK-LABEL: func.func @untouched

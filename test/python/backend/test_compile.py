@@ -127,8 +127,17 @@ def test_unknown_backend():
 
 
 def test_non_tensor_example_arg():
-    with pytest.raises(FlexCompileError, match="example argument 2 is a float"):
-        torch_mlir_flex.compile(lambda q, k, s: flex_attention(q, k, k, scale=s), (*qkv()[:2], 0.5))
+    with pytest.raises(FlexCompileError, match="example argument 2 is a str"):
+        torch_mlir_flex.compile(lambda q, k, s: flex_attention(q, k, k), (*qkv()[:2], "x"))
+
+
+def test_float_example_arg_is_a_checked_constant():
+    """torch.export specializes a float argument: the call checks it."""
+    fn = torch_mlir_flex.compile(lambda q, k, s: flex_attention(q, k, k, scale=s), (*qkv()[:2], 0.5))
+    q, k, _ = qkv()
+    torch.testing.assert_close(fn(q, k, 0.5), flex_attention(q, k, k, scale=0.5), rtol=1e-5, atol=1e-5)
+    with pytest.raises(FlexCompileError, match="argument 2 is 0.25, but the function was compiled for 0.5"):
+        fn(q, k, 0.25)
 
 
 def test_export_failure_is_reported():

@@ -99,7 +99,8 @@ bool touchesI1Memref(Operation *op) {
 bool isElementTypeAgnostic(Operation *op) {
   if (isa<memref::AllocOp, memref::AllocaOp, memref::DeallocOp,
           memref::SubViewOp, memref::CastOp, memref::ReinterpretCastOp,
-          memref::ExpandShapeOp, memref::CollapseShapeOp, memref::DimOp,
+          memref::ExpandShapeOp, memref::CollapseShapeOp, memref::ReshapeOp,
+          memref::DimOp,
           memref::RankOp, memref::CopyOp, memref::TransposeOp,
           memref::ReallocOp, memref::ViewOp, memref::ExtractStridedMetadataOp,
           memref::ExtractAlignedPointerAsIndexOp, memref::AssumeAlignmentOp,

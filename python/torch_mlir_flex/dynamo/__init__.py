@@ -1,0 +1,152 @@
+"""`torch.compile(model, backend="torch_mlir_flex")`: our pipeline as a
+TorchDynamo backend.
+
+Installed packages register it through the `torch_dynamo_backends` entry
+point (pyproject.toml); from a source checkout call `register()` once.
+Each graph that Dynamo captures (an `fx.GraphModule`, flex_attention calls
+included as higher-order ops) goes through `torch.export` and the stages of
+`backend.compile` (import, to_linalg, materialize, lower + JIT). Graphs the
+pipeline cannot take run in eager PyTorch, with a warning on the
+`torch_mlir_flex.dynamo` logger that names the reason.
+
+Inference only: a graph that would need autograd (grad mode on and an
+input that requires grad) runs eagerly. Dynamic shapes (Dynamo's automatic
+dynamic after a shape change, `dynamic=True`, `mark_dynamic`) compile once
+for the range of sizes (graph_inputs.py). Graphs that update inputs in
+place (a KV cache's `index_copy_`) write the new values into the caller's
+tensors (backend/mutations.py). What a graph cannot be compiled for is
+decided from its exported program, before any lowering.
+
+`stats` counts graphs seen, compiled and run eagerly in this process.
+"""
+
+import collections
+from typing import Callable, List, Optional
+
+from .. import _load_order  # noqa: F401  (our LLVM first)
+from ..log import get_logger
+
+NAME = "torch_mlir_flex"
+
+log = get_logger("dynamo")
+stats = collections.Counter()
+
+
+def flex_backend(gm, example_inputs: List, backend: Optional[str] = None) -> Callable:
+    """The Dynamo backend: returns a callable for `gm`, ours or `gm.forward`."""
+    from ..backend.compile import FlexCompileError, compile
+    from ..backend.pipelines import DEFAULT_BACKEND
+
+    import torch
+
+    from .graph_inputs import GraphInputs, GraphOutputs, UnsupportedInputs
+
+    stats["graphs"] += 1
+    reason = unsupported_reason(example_inputs)
+    if reason is None:
+        try:
+            inputs = GraphInputs(gm, example_inputs)
+            outputs = GraphOutputs(gm, inputs)
+            if not _has_tensor_ops(gm):
+                stats["python"] += 1  # arithmetic on sizes only: nothing to compile
+                return gm.forward
+            dynamic = inputs.dynamic_shapes() if inputs.is_dynamic else None
+            # Outside Dynamo's tracing context: torch.export would otherwise
+            # trace in Dynamo's fake mode and add guards on our wrapper's
+            # arguments to the frame's shape environment.
+            with torch._guards.tracing(None):
+                compiled = compile(inputs.module(outputs.tensor_graph(gm)), tuple(inputs.examples),
+                                   backend=backend or DEFAULT_BACKEND,
+                                   func_name=f"graph{stats['graphs'] - 1}", dynamic_shapes=dynamic,
+                                   exported_check=_check_outputs)
+            if dynamic is not None:
+                stats["dynamic"] += 1
+            if not (inputs.is_identity and outputs.all_tensors):
+                compiled = _ArgumentsOf(compiled, inputs, outputs)
+        except UnsupportedInputs as e:
+            reason = str(e)
+        except FlexCompileError as e:
+            reason = str(e)
+        except Exception as e:  # a bug of ours must not break the user's model
+            reason = f"internal error: {type(e).__name__}: {e}"
+    if reason is not None:
+        stats["eager"] += 1
+        log.warning("torch_mlir_flex: running a captured graph (%d ops) in eager PyTorch: %s",
+                    _num_ops(gm), reason)
+        return gm.forward
+    stats["compiled"] += 1
+    return compiled
+
+
+def unsupported_reason(example_inputs) -> Optional[str]:
+    """Why Dynamo's inputs cannot go through our pipeline, or None."""
+    import torch
+
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.SymInt):
+            continue  # a size (graph_inputs.py)
+        if not isinstance(x, torch.Tensor):
+            return f"input {i} is a {type(x).__name__}; only tensor inputs are supported"
+        if torch.is_grad_enabled() and x.requires_grad:
+            return (f"input {i} requires grad and grad mode is on; the backend is "
+                    "inference only (run under torch.no_grad() or torch.inference_mode())")
+    return None
+
+
+def _check_outputs(ep) -> None:
+    """Refuses, before lowering, a graph whose outputs are not all tensors
+    (a size, None) or that returns an input itself: the compiled function
+    returns new tensors only."""
+    import torch
+    from torch.export.graph_signature import OutputKind
+
+    from ..backend.compile import FlexCompileError
+
+    out = next(n for n in ep.graph.nodes if n.op == "output")
+    user = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    values = [a for a, s in zip(out.args[0], ep.graph_signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
+    for i, (spec, v) in enumerate(zip(user, values)):
+        val = getattr(v, "meta", {}).get("val") if isinstance(v, torch.fx.Node) else v
+        if not isinstance(val, torch.Tensor):
+            raise FlexCompileError("export", f"output {i} of the graph is a {type(val).__name__} "
+                                             f"({spec.arg}), not a tensor")
+        if isinstance(v, torch.fx.Node) and v.op == "placeholder":
+            raise FlexCompileError("export", f"output {i} of the graph is its input {v.name} itself")
+
+
+class _ArgumentsOf:
+    """Dynamo's calls pass sizes and specialized ints as graph inputs; ours
+    take the tensors and dynamic ints alone (graph_inputs.py)."""
+
+    def __init__(self, compiled, inputs, outputs):
+        self.compiled = compiled
+        self.inputs = inputs
+        self.outputs = outputs
+
+    def __call__(self, *args):
+        args = self.inputs.select(args)
+        res = self.compiled(*args)
+        if self.outputs.all_tensors:
+            return res
+        return self.outputs.merge(res, args)
+
+
+def _has_tensor_ops(gm) -> bool:
+    import torch
+
+    return any(n.op in ("call_function", "call_method", "call_module")
+               and isinstance(n.meta.get("example_value"), torch.Tensor) for n in gm.graph.nodes)
+
+
+def _num_ops(gm) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+
+def register() -> None:
+    """Makes backend=NAME available when the entry point is not installed
+    (e.g. PYTHONPATH=python in a source checkout); no-op otherwise."""
+    from torch._dynamo.backends import registry
+
+    registry._lazy_import()  # entry points first, so both paths agree
+    if NAME not in registry._BACKENDS:
+        registry.register_backend(flex_backend, name=NAME)

@@ -1,0 +1,212 @@
+"""The inputs of a graph Dynamo captured, as the arguments our compiled
+function takes.
+
+With dynamic shapes (automatic dynamic after a shape change, `dynamic=True`,
+`mark_dynamic`) Dynamo's graph takes, besides tensors whose sizes are
+symbols (`s77`), SymInt inputs: sizes of those tensors (`s77`, `s77 + 1`),
+values Dynamo specialized (`1`), and Python ints it made dynamic (a
+BlockMask's kv length, a mask_mod's offset). `GraphInputs.module()` wraps
+the graph in a module whose arguments are the tensors and the dynamic ints
+alone: sizes are read off the tensors' shapes, specialized values are
+constants. `dynamic_shapes()` marks every symbolic tensor dim and every int
+argument dynamic for `torch.export`; the ints become scalar arguments of
+the compiled function (backend/calling.py). One compilation then serves
+every size and value in the range of Dynamo's guards (outside it, Dynamo
+recompiles; what the exported program rules out raises at the call).
+"""
+
+from typing import List, Tuple
+
+
+class UnsupportedInputs(Exception):
+    """The graph's inputs cannot be taken; the message says why."""
+
+
+def _expr(size):
+    """The sympy expression of a SymInt, or None for an int."""
+    node = getattr(size, "node", None)
+    return getattr(node, "expr", None)
+
+
+def _evaluate(expr, values):
+    """`expr` (sympy: integers, symbols, +, *, floor division) with the
+    symbols' values (ints or torch SymInts while exporting)."""
+    import sympy
+
+    if isinstance(expr, sympy.Integer):
+        return int(expr)
+    if isinstance(expr, sympy.Symbol):
+        return values[expr]
+    if isinstance(expr, sympy.Add):
+        out = 0
+        for a in expr.args:
+            out = out + _evaluate(a, values)
+        return out
+    if isinstance(expr, sympy.Mul):
+        out = 1
+        for a in expr.args:
+            out = out * _evaluate(a, values)
+        return out
+    if type(expr).__name__ == "FloorDiv":
+        return _evaluate(expr.args[0], values) // _evaluate(expr.args[1], values)
+    raise UnsupportedInputs(f"a SymInt input is {expr}, which the backend cannot compute from the inputs")
+
+
+class GraphInputs:
+    """`arguments`: the positions of Dynamo's inputs the compiled function
+    takes (tensors, dynamic ints); `sources[i]` for every input: ("arg", k),
+    ("const", value) or ("expr", sympy expression over `symbols`)."""
+
+    def __init__(self, gm, example_inputs):
+        import sympy
+        import torch
+
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(placeholders) != len(example_inputs):
+            raise UnsupportedInputs(f"the graph has {len(placeholders)} inputs but Dynamo gave "
+                                    f"{len(example_inputs)} examples")
+        self.arguments: List[int] = []
+        self.examples: List = []  # tensors, and ints for the dynamic ints
+        self.fake_shapes: List = []  # per argument: its shape, or None for an int
+        self.symbols = {}  # sympy symbol -> (argument k, dim d or None for an int argument)
+        for i, (node, x) in enumerate(zip(placeholders, example_inputs)):
+            if not isinstance(x, torch.Tensor):
+                continue
+            fake = node.meta.get("example_value")
+            shape = tuple(fake.shape) if isinstance(fake, torch.Tensor) else tuple(x.shape)
+            for d, size in enumerate(shape):
+                e = _expr(size)
+                if isinstance(e, sympy.Symbol):
+                    self.symbols.setdefault(e, (len(self.arguments), d))
+            self.arguments.append(i)
+            self.examples.append(x)
+            self.fake_shapes.append(shape)
+        self.sources: List[Tuple] = []
+        for i, (node, x) in enumerate(zip(placeholders, example_inputs)):
+            if isinstance(x, torch.Tensor):
+                self.sources.append(("arg", self.arguments.index(i)))
+                continue
+            if not isinstance(x, torch.SymInt):
+                raise UnsupportedInputs(f"input {i} ({node.name}) is a {type(x).__name__}; only tensors "
+                                        "and ints are supported")
+            e = _expr(x)
+            if e.is_number:
+                self.sources.append(("const", int(e)))
+            elif e.free_symbols <= set(self.symbols):
+                self.sources.append(("expr", e))
+            elif isinstance(e, sympy.Symbol):
+                # A dynamic Python int: a scalar argument of its own.
+                self.symbols[e] = (len(self.arguments), None)
+                self.sources.append(("arg", len(self.arguments)))
+                self.arguments.append(i)
+                self.examples.append(int(x.node.hint))
+                self.fake_shapes.append(None)
+            else:
+                raise UnsupportedInputs(f"input {i} ({node.name}) is the SymInt {e}, an expression of "
+                                        "ints that are not inputs of the graph")
+
+    @property
+    def is_dynamic(self) -> bool:
+        return any(shape is None or any(_expr(s) is not None for s in shape) for shape in self.fake_shapes)
+
+    @property
+    def is_identity(self) -> bool:
+        """The compiled function takes Dynamo's inputs as they are."""
+        return all(src == ("arg", i) for i, src in enumerate(self.sources)) and \
+            len(self.arguments) == len(self.sources)
+
+    def dynamic_shapes(self):
+        """torch.export's `dynamic_shapes` for `module()`: every symbolic dim
+        and every int dynamic (`Dim.DYNAMIC`: export fails, rather than
+        specializing, when the graph rules a size out)."""
+        from torch.export import Dim
+
+        specs = tuple(Dim.DYNAMIC if shape is None else
+                      ({d: Dim.DYNAMIC for d, s in enumerate(shape) if _expr(s) is not None} or None)
+                      for shape in self.fake_shapes)
+        return (specs,)
+
+    def module(self, gm):
+        """`gm` as a module of the arguments alone."""
+        return _ArgumentsOnly(gm, self.sources, self.symbols)
+
+    def select(self, args):
+        """A call's arguments from Dynamo's inputs."""
+        return [args[i] for i in self.arguments]
+
+
+def _module_base():
+    import torch
+
+    return torch.nn.Module
+
+
+class _ArgumentsOnly(_module_base()):
+    def __init__(self, gm, sources, symbols):
+        super().__init__()
+        self.gm = gm
+        self.sources = sources
+        self.symbols = symbols
+
+    def forward(self, *args):
+        values = {sym: args[k] if d is None else args[k].shape[d] for sym, (k, d) in self.symbols.items()}
+        inputs = []
+        for kind, v in self.sources:
+            if kind == "arg":
+                inputs.append(args[v])
+            elif kind == "const":
+                inputs.append(v)
+            else:
+                inputs.append(_evaluate(v, values))
+        return self.gm(*inputs)
+
+
+class GraphOutputs:
+    """Outputs of Dynamo's graph that are ints (sizes it returns, `s77 + 1`)
+    rather than tensors: the compiled function returns the tensors; the
+    ints are computed from the call's inputs (`values` of the symbols)."""
+
+    def __init__(self, gm, inputs: GraphInputs):
+        import torch
+
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        self.items = []  # per output: ("tensor", None) | ("int", expr or int)
+        for i, v in enumerate(out.args[0]):
+            val = v.meta.get("example_value") if isinstance(v, torch.fx.Node) else v
+            if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+                e = _expr(val)
+                if e is not None and not e.is_number and not e.free_symbols <= set(inputs.symbols):
+                    raise UnsupportedInputs(f"output {i} is the SymInt {e}, which the backend cannot "
+                                            "compute from the inputs")
+                self.items.append(("int", int(val) if e is None else (int(e) if e.is_number else e)))
+            else:
+                self.items.append(("tensor", None))
+        self.inputs = inputs
+
+    @property
+    def all_tensors(self) -> bool:
+        return all(kind == "tensor" for kind, _ in self.items)
+
+    def tensor_graph(self, gm):
+        """A copy of `gm` returning its tensor outputs alone."""
+        import copy
+
+        import torch
+
+        if self.all_tensors:
+            return gm
+        gm = copy.copy(gm)
+        gm.graph = copy.deepcopy(gm.graph)
+        out = next(n for n in gm.graph.nodes if n.op == "output")
+        out.args = (tuple(v for v, (kind, _) in zip(out.args[0], self.items) if kind == "tensor"),)
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+        return gm
+
+    def merge(self, tensors, args):
+        """Dynamo's outputs from the compiled function's tensors and the call's arguments."""
+        values = {sym: args[k] if d is None else args[k].shape[d]
+                  for sym, (k, d) in self.inputs.symbols.items()}
+        it = iter(tensors)
+        return tuple(next(it) if kind == "tensor" else (v if isinstance(v, int) else _evaluate(v, values))
+                     for kind, v in self.items)

@@ -1,0 +1,188 @@
+"""torch.compile(backend="torch_mlir_flex") on what serving code hands the
+backend: symbolic sizes and Python ints (compiled once for the range),
+graphs that update a cache in place, modifiers that close over a per-call
+offset, and the graph that builds a BlockMask. Every case: numerics equal
+to eager PyTorch and no graph left in eager.
+
+    PYTHONPATH=python pytest -q test/python/backend/test_dynamo_dynamic.py
+"""
+
+import logging
+import warnings
+
+import torch_mlir_flex  # noqa: F401  (before torch_mlir)
+import pytest
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from torch_mlir_flex import dynamo, log
+
+warnings.filterwarnings("ignore")
+dynamo.register()
+
+
+@pytest.fixture
+def fresh():
+    torch._dynamo.reset()
+    before = dict(dynamo.stats)
+    with log.capture(logging.WARNING) as warned:
+        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
+
+
+def rows_and_count(x, w):
+    """A size as an output (Dynamo returns it from the graph) and a size
+    derived from another (x.shape[0] * 2)."""
+    y = torch.tanh(x @ w)
+    return y.repeat(2, 1), x.shape[0] * 2
+
+
+def test_derived_sizes_and_int_outputs(fresh):
+    delta, warned = fresh
+    fn = torch.compile(rows_and_count, backend="torch_mlir_flex")
+    w = torch.randn(8, 8)
+    for rows in (4, 6, 9, 3):
+        x = torch.randn(rows, 8)
+        out, n = fn(x, w)
+        ref, n_ref = rows_and_count(x, w)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+        assert n == n_ref
+    assert delta("eager") == 0 and delta("compiled") == 2 and delta("dynamic") == 1, warned
+
+
+def scaled_shift(x, n: int):
+    return x * n + torch.arange(x.shape[-1]) * (n - 1)
+
+
+def test_python_int_argument_becomes_a_runtime_scalar(fresh):
+    """After the second distinct value Dynamo passes the int as a SymInt
+    input: one compiled graph serves every later value."""
+    delta, warned = fresh
+    fn = torch.compile(scaled_shift, backend="torch_mlir_flex")
+    x = torch.randn(3, 5)
+    for n in (2, 3, 7, -4, 11):
+        torch.testing.assert_close(fn(x, n), scaled_shift(x, n))
+    assert delta("eager") == 0 and delta("compiled") == 2, warned
+
+
+class Cache(torch.nn.Module):
+    """A static KV cache written in place with index_copy_, then attention
+    over the whole cache (causal in absolute positions)."""
+
+    def __init__(self, H=2, L=32, D=16):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(1, H, L, D))
+        self.register_buffer("v", torch.zeros(1, H, L, D))
+
+    def forward(self, q, k, v, pos):
+        self.k.index_copy_(2, pos, k)
+        self.v.index_copy_(2, pos, v)
+        start = pos[0]
+
+        def causal(b, h, m, n):
+            return n <= m + start
+
+        return flex_attention(q, self.k, self.v, score_mod=lambda s, b, h, m, n: torch.where(causal(b, h, m, n), s, -float("inf")))
+
+
+def test_cache_update_writes_the_callers_buffers(fresh):
+    delta, warned = fresh
+    torch.manual_seed(0)
+    model, ref = Cache().eval(), Cache().eval()
+    fn = torch.compile(model, backend="torch_mlir_flex")
+    with torch.no_grad():
+        for pos in (torch.arange(0, 5), torch.arange(5, 6), torch.arange(6, 7)):
+            q, k, v = (torch.randn(1, 2, len(pos), 16) for _ in range(3))
+            k_before = model.k.clone()
+            out = fn(q, k, v, pos)
+            torch.testing.assert_close(out, ref(q, k, v, pos), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(model.k, ref.k, rtol=0, atol=0)
+            torch.testing.assert_close(model.v, ref.v, rtol=0, atol=0)
+            untouched = torch.ones(32, dtype=torch.bool)
+            untouched[pos] = False
+            assert torch.equal(model.k[:, :, untouched], k_before[:, :, untouched])
+    assert delta("eager") == 0, warned
+
+
+def test_user_input_mutation(fresh):
+    """A tensor argument updated in place (copy_ into a slice)."""
+    delta, warned = fresh
+
+    def write(cache, x, i: int):
+        cache[:, i] = x * 2
+        return cache.sum(-1)
+
+    fn = torch.compile(write, backend="torch_mlir_flex")
+    a, b = torch.zeros(3, 6), torch.zeros(3, 6)
+    for i in (1, 4, 2):
+        x = torch.randn(3)
+        torch.testing.assert_close(fn(a, x, i), write(b, x, i))
+        assert torch.equal(a, b)
+    assert delta("eager") == 0, warned
+
+
+def decode_step(q, k, v, offset: int):
+    """A query at absolute position `offset`, keys 0..L-1: the modifiers
+    close over the per-call offset (a SymInt once it varies)."""
+
+    def score(s, b, h, m, n):
+        return s - 0.05 * (m + offset - n).abs()
+
+    def mask(b, h, m, n):
+        return n <= m + offset
+
+    bm = create_block_mask(mask, None, None, q.shape[2], k.shape[2], device="cpu")
+    return flex_attention(q, k, v, score_mod=score, block_mask=bm)
+
+
+def test_modifiers_close_over_a_dynamic_offset(fresh):
+    delta, warned = fresh
+    fn = torch.compile(decode_step, backend="torch_mlir_flex")
+    g = torch.Generator().manual_seed(0)
+    k, v = (torch.randn(1, 2, 48, 16, generator=g) for _ in range(2))
+    with torch.no_grad():
+        for offset in (3, 17, 30, 47):
+            q = torch.randn(1, 2, 1, 16, generator=g)
+            torch.testing.assert_close(fn(q, k, v, offset), decode_step(q, k, v, offset), rtol=1e-5, atol=1e-5)
+    assert delta("eager") == 0, warned
+    assert delta("compiled") <= 3, delta("compiled")
+
+
+def prefill(q, k, v):
+    """The graph builds the BlockMask (vmap'd mask_mod, index_put, sort)."""
+
+    def causal(b, h, m, n):
+        return m >= n
+
+    bm = create_block_mask(causal, None, None, q.shape[2], k.shape[2], device="cpu")
+    return flex_attention(q, k, v, block_mask=bm)
+
+
+def test_block_mask_built_in_the_graph_with_dynamic_lengths(fresh):
+    """Dynamo itself specializes one block (S <= 128) against several: the
+    first length, a dynamic graph for one block, one for many, then no
+    more compilations."""
+    delta, warned = fresh
+    fn = torch.compile(prefill, backend="torch_mlir_flex")
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for S in (40, 70, 129, 300, 257):
+            q, k, v = (torch.randn(1, 2, S, 16, generator=g) for _ in range(3))
+            torch.testing.assert_close(fn(q, k, v), prefill(q, k, v), rtol=1e-5, atol=1e-5)
+    assert delta("eager") == 0 and delta("compiled") == 3 and delta("dynamic") == 2, warned
+
+
+def test_compiled_create_block_mask_equals_eager(fresh):
+    delta, warned = fresh
+
+    def window(b, h, m, n):
+        return (m - n).abs() <= 20
+
+    def build(S: int):
+        return create_block_mask(window, None, None, S, S, device="cpu", BLOCK_SIZE=16)
+
+    fn = torch.compile(build, backend="torch_mlir_flex")
+    for S in (64, 96, 100):
+        got, want = fn(S), build(S)
+        for a, b in zip(got.as_tuple()[2:6], want.as_tuple()[2:6]):
+            assert torch.equal(a, b)
+    assert delta("eager") == 0, warned

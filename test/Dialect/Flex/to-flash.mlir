@@ -588,6 +588,29 @@ func.func @serial_small_large(%q: tensor<1x4x16x64xf32>, %k: tensor<1x4x300x64xf
 }
 
 // -----
+// Dynamic sizes count as 4096 tokens (batch, heads as 1): a decode step
+// over a cache of dynamic length (about 30 us at 4096 keys) stays on one
+// thread; a prefill of dynamic length (about 7 ms) keeps its threads.
+// SERIAL-LABEL: func.func @serial_dynamic
+// SERIAL: scf.forall {{.*}} in (1, 2, 1)
+// SERIAL: } {{{.*}}flex.serial
+// SERIAL: scf.forall {{.*}} in (1, 2)
+// SERIAL-NOT: flex.serial
+// SERIAL: return
+func.func @serial_dynamic(%q: tensor<1x2x1x64xf32>, %k: tensor<1x2x?x64xf32>, %v: tensor<1x2x?x64xf32>,
+                          %qb: tensor<1x2x?x64xf32>) -> (tensor<1x2x1x64xf32>, tensor<1x2x?x64xf32>) {
+  %o = tensor.empty() : tensor<1x2x1x64xf32>
+  %r = flex.attention ins(%q, %k, %v : tensor<1x2x1x64xf32>, tensor<1x2x?x64xf32>, tensor<1x2x?x64xf32>)
+      outs(%o : tensor<1x2x1x64xf32>) scale(0.125) -> tensor<1x2x1x64xf32>
+  %c2 = arith.constant 2 : index
+  %m = tensor.dim %qb, %c2 : tensor<1x2x?x64xf32>
+  %ob = tensor.empty(%m) : tensor<1x2x?x64xf32>
+  %rb = flex.attention ins(%qb, %k, %v : tensor<1x2x?x64xf32>, tensor<1x2x?x64xf32>, tensor<1x2x?x64xf32>)
+      outs(%ob : tensor<1x2x?x64xf32>) scale(0.125) -> tensor<1x2x?x64xf32>
+  return %r, %rb : tensor<1x2x1x64xf32>, tensor<1x2x?x64xf32>
+}
+
+// -----
 // GQA decode (Hq = 8 over Hkv = 2, G = 4, M = 1): one row tile per kv head
 // holds its 4 query heads as 4 rows (tile sizes (1, 4, 1)), so each key
 // block is sliced once (as rows of K, and V) for all of them. Row i is head h0 + i:

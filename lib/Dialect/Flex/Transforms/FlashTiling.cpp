@@ -31,16 +31,25 @@ std::optional<std::string> mlir::flex::flashUnsupportedReason(AttentionOp op) {
 std::optional<double> mlir::flex::estimateOneThreadMicros(AttentionOp op) {
   ShapedType q = op.getQueryType(), k = op.getKeyType(),
              v = op.getValueType();
-  if (!q.hasStaticShape() || !k.hasStaticShape() || !v.hasStaticShape())
+  // A dynamic size counts as a long context (kDynamicLength), a dynamic
+  // batch or head count as 1: a decode step (static M of a few rows) over a
+  // cache of any length stays on one thread unless its heads alone would
+  // make it long; a prefill whose length is dynamic gets the threads.
+  auto size = [](ShapedType t, unsigned d, double dynamic) {
+    return t.isDynamicDim(d) ? dynamic : double(t.getDimSize(d));
+  };
+  if (q.isDynamicDim(3) || v.isDynamicDim(3))
     return std::nullopt;
-  double b = q.getDimSize(0), hq = q.getDimSize(1), m = q.getDimSize(2),
-         n = k.getDimSize(2), e = q.getDimSize(3), ev = v.getDimSize(3);
+  constexpr double kDynamicLength = 4096;
+  double b = size(q, 0, 1), hq = size(q, 1, 1), m = size(q, 2, kDynamicLength),
+         n = size(k, 2, kDynamicLength), hkv = size(k, 1, 1),
+         e = q.getDimSize(3), ev = v.getDimSize(3);
   double width = (e + ev) * q.getElementTypeBitWidth() / 8.0;
   // Q.K^T and P.V over every (q, kv) pair (masks ignored), and K/V plus Q
   // read once. Rates of the vector kernels on one core of the development
   // machine (AMD Zen 5), rounded down: 150 GFLOP/s, 80 GB/s from cache.
   double flops = 2.0 * b * hq * m * n * (e + ev);
-  double bytes = b * (k.getDimSize(1) * n + hq * m) * width;
+  double bytes = b * (hkv * n + hq * m) * width;
   return flops / 150e3 + bytes / 80e3;
 }
 

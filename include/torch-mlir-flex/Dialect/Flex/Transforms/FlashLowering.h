@@ -68,8 +68,9 @@ std::optional<std::string> flashUnsupportedReason(AttentionOp op);
 /// heads of a kv head (headsPerTile).
 FlashConfig chooseFlashConfig(AttentionOp op, FlashConfig requested);
 
-/// Rough one-thread run time of `op` in microseconds (static shapes only),
-/// to leave small ops on one thread.
+/// Rough one-thread run time of `op` in microseconds, to leave small ops on
+/// one thread; a dynamic length counts as 4096, a dynamic batch or head
+/// count as 1; None for a dynamic head dimension.
 std::optional<double> estimateOneThreadMicros(AttentionOp op);
 
 /// Keys and values laid out for the key blocks: K transposed per block to

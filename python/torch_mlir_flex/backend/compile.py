@@ -47,6 +47,7 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
     import torch
 
     from ..importer.direct_flex_trace import direct_flex_tracing
+    from .export_meta import symbolic_stride_metadata
 
     if not isinstance(model, torch.nn.Module):
         if callable(model):
@@ -63,7 +64,7 @@ def export_model(model, example_args: Sequence[Any], dynamic_shapes=None):
         # Inference only: flex_attention refuses to trace a backward on CPU
         # when parameters require grad. flex_attention calls trace without
         # Dynamo (importer/direct_flex_trace.py).
-        with torch.no_grad(), direct_flex_tracing():
+        with torch.no_grad(), direct_flex_tracing(), symbolic_stride_metadata():
             return torch.export.export(model, tuple(example_args), dynamic_shapes=dynamic_shapes, strict=False)
     except Exception as e:  # torch raises many types here
         raise FlexCompileError("export", f"torch.export failed: {type(e).__name__}: {_first_lines(e)}") from e

@@ -54,8 +54,13 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None) -> Cal
             # Outside Dynamo's tracing context: torch.export would otherwise
             # trace in Dynamo's fake mode and add guards on our wrapper's
             # arguments to the frame's shape environment.
+            # Contiguous examples: the compiled function takes contiguous
+            # tensors (the call copies others), and export would read a
+            # view's strides as relations between its symbolic sizes (a
+            # sliding-window cache slice: "specialized to a constant").
+            examples = tuple(x.contiguous() if isinstance(x, torch.Tensor) else x for x in inputs.examples)
             with torch._guards.tracing(None):
-                compiled = compile(inputs.module(outputs.tensor_graph(gm)), tuple(inputs.examples),
+                compiled = compile(inputs.module(outputs.tensor_graph(gm)), examples,
                                    backend=backend or DEFAULT_BACKEND,
                                    func_name=f"graph{stats['graphs'] - 1}", dynamic_shapes=dynamic,
                                    exported_check=_check_outputs)

@@ -23,9 +23,15 @@ class UnsupportedInputs(Exception):
 
 
 def _expr(size):
-    """The sympy expression of a SymInt, or None for an int."""
+    """The sympy expression of a SymInt, or None for an int: in the symbols
+    Dynamo's shape environment kept (its replacements applied: an int input
+    that a guard made equal to a size is that size)."""
     node = getattr(size, "node", None)
-    return getattr(node, "expr", None)
+    expr = getattr(node, "expr", None)
+    env = getattr(node, "shape_env", None)
+    if expr is not None and env is not None:
+        expr = env.replace(expr)
+    return expr
 
 
 def _evaluate(expr, values):

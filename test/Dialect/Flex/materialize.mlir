@@ -880,3 +880,64 @@ module {
   }
   func.func private @__flex_attention_0(tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<1x4x64x8xf32>, tensor<64xi64>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>, tensor<1x1x2xi32>, tensor<1x1x2x2xi32>) -> (tensor<1x4x64x8xf32>, tensor<1x4x64xf32>, tensor<1x4x64xf32>) attributes {flex.block_sizes = array<i64: 32, 32>, flex.mask_mod = @sdpa_mask0, flex.num_block_tensors = 4 : i64, flex.num_mask_buffers = 1 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64}
 }
+
+// -----
+
+// A padding mask of dynamic length, read with torch's negative-index wrap:
+// the size comes from tensor.dim on the capture.
+// CHECK-LABEL: func.func @padding_dynamic(
+// CHECK-SAME:    %[[PAD:[^:]+]]: tensor<2x?xi1>)
+// CHECK:         flex.attention
+// CHECK-SAME:      captures(%[[PAD]] : tensor<2x?xi1>)
+// CHECK-SAME:      mask_mod {
+// CHECK:             %[[D:.+]] = tensor.dim %[[PAD]], %{{.+}} : tensor<2x?xi1>
+// CHECK:             %[[DI:.+]] = arith.index_cast %[[D]] : index to i64
+// CHECK:             %[[W:.+]] = arith.addi %{{.+}}, %[[DI]] : i64
+// CHECK:             %[[S:.+]] = arith.select %{{.+}}, %[[W]], %{{.+}} : i64
+// CHECK:             %[[X:.+]] = arith.index_cast %[[S]] : i64 to index
+// CHECK:             %[[E:.+]] = tensor.extract %[[PAD]][%{{.+}}, %[[X]]] : tensor<2x?xi1>
+// CHECK:             flex.yield %[[E]] : i1
+#map = affine_map<() -> ()>
+module {
+  func.func @padding_dynamic(%arg0: tensor<2x4x1x8xf32>, %arg1: tensor<2x4x?x8xf32>, %arg2: tensor<2x4x?x8xf32>, %arg3: tensor<2x?xi1>) -> tensor<2x4x1x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2, %arg3) : (tensor<2x4x1x8xf32>, tensor<2x4x?x8xf32>, tensor<2x4x?x8xf32>, tensor<2x?xi1>) -> (tensor<2x4x1x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
+    return %0#0 : tensor<2x4x1x8xf32>
+  }
+  func.func private @sdpa_mask0(%arg0: tensor<i32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<2x?xi1>) -> tensor<i1> {
+    %c0_i64 = arith.constant 0 : i64
+    %c2_i64 = arith.constant 2 : i64
+    %c1 = arith.constant 1 : index
+    %0 = tensor.empty() : tensor<i64>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg0 : tensor<i32>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i32, %out: i64):
+      %5 = arith.extsi %in : i32 to i64
+      linalg.yield %5 : i64
+    } -> tensor<i64>
+    %2 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg3 : tensor<i32>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i32, %out: i64):
+      %5 = arith.extsi %in : i32 to i64
+      linalg.yield %5 : i64
+    } -> tensor<i64>
+    %3 = tensor.empty() : tensor<i1>
+    %4 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%1, %2 : tensor<i64>, tensor<i64>) outs(%3 : tensor<i1>) {
+    ^bb0(%in: i64, %in_0: i64, %out: i1):
+      %5 = arith.cmpi slt, %in, %c0_i64 : i64
+      %6 = arith.addi %in, %c2_i64 : i64
+      %7 = arith.select %5, %6, %in : i64
+      %8 = arith.index_cast %7 : i64 to index
+      %9 = arith.cmpi slt, %in_0, %c0_i64 : i64
+      %dim = tensor.dim %arg4, %c1 : tensor<2x?xi1>
+      %10 = arith.index_cast %dim : index to i64
+      %11 = arith.addi %in_0, %10 : i64
+      %12 = arith.select %9, %11, %in_0 : i64
+      %13 = arith.index_cast %12 : i64 to index
+      %extracted = tensor.extract %arg4[%8, %13] : tensor<2x?xi1>
+      linalg.yield %extracted : i1
+    } -> tensor<i1>
+    return %4 : tensor<i1>
+  }
+  func.func private @__flex_attention_0(tensor<2x4x1x8xf32>, tensor<2x4x?x8xf32>, tensor<2x4x?x8xf32>, tensor<2x?xi1>) -> (tensor<2x4x1x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>) attributes {flex.mask_mod = @sdpa_mask0, flex.num_mask_buffers = 1 : i64, flex.num_score_buffers = 0 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
+    return %arg0 : tensor<f32>
+  }
+}

@@ -144,6 +144,20 @@ LogicalResult ModifierScalarizer::processExtract(tensor::ExtractOp op) {
   return success();
 }
 
+/// The size of a captured tensor (a padding mask of dynamic length, read
+/// with a negative index): the same tensor.dim on the capture.
+LogicalResult ModifierScalarizer::processDim(tensor::DimOp op) {
+  Value t = tensors.lookupOrNull(op.getSource());
+  if (!t)
+    return fail(op, "reads the size of a tensor that is not captured");
+  FailureOr<Value> d = getScalar(op, op.getIndex());
+  if (failed(d))
+    return failure();
+  scalars.map(op.getResult(),
+              tensor::DimOp::create(builder, op.getLoc(), t, *d).getResult());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Views: index arithmetic onto the source
 //===----------------------------------------------------------------------===//

@@ -345,6 +345,9 @@ LogicalResult ModifierScalarizer::process(Operation *op) {
   if (auto extract = dyn_cast<tensor::ExtractOp>(op))
     return processExtract(extract);
 
+  if (auto dim = dyn_cast<tensor::DimOp>(op))
+    return processDim(dim);
+
   if (auto fromElts = dyn_cast<tensor::FromElementsOp>(op)) {
     if (!isUnitTensor(fromElts.getType()) ||
         fromElts.getElements().size() != 1)

@@ -85,6 +85,7 @@ private:
   /// The element of tensor `v` at `idx` (scalar, captured, or lazy).
   FailureOr<Value> readElement(Operation *user, Value v, ValueRange idx);
   LogicalResult processExtract(tensor::ExtractOp op);
+  LogicalResult processDim(tensor::DimOp op);
   LogicalResult processView(Operation *op);
   LogicalResult processLinalg(linalg::LinalgOp op);
   LogicalResult checkLinalg(linalg::LinalgOp op);

@@ -92,6 +92,10 @@ def unsupported_reason(example_inputs) -> Optional[str]:
             continue  # a size (graph_inputs.py)
         if not isinstance(x, torch.Tensor):
             return f"input {i} is a {type(x).__name__}; only tensor inputs are supported"
+        if type(x) not in (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer) and \
+                not isinstance(x, torch._subclasses.FakeTensor):
+            return (f"input {i} is a tensor subclass ({type(x).__name__}); only plain tensors "
+                    "are supported")
         if torch.is_grad_enabled() and x.requires_grad:
             return (f"input {i} requires grad and grad mode is on; the backend is "
                     "inference only (run under torch.no_grad() or torch.inference_mode())")

@@ -186,3 +186,21 @@ def test_compiled_create_block_mask_equals_eager(fresh):
         for a, b in zip(got.as_tuple()[2:6], want.as_tuple()[2:6]):
             assert torch.equal(a, b)
     assert delta("eager") == 0, warned
+
+
+class Tagged(torch.Tensor):
+    """A tensor subclass that forwards every op (as users write them)."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_tensor_subclass_input_is_refused_by_name(fresh):
+    delta, warned = fresh
+    x = torch.randn(4, 8).as_subclass(Tagged)
+    w = torch.randn(8, 8)
+    out = torch.compile(lambda a, b: torch.tanh(a @ b), backend="torch_mlir_flex")(x, w)
+    torch.testing.assert_close(out.as_subclass(torch.Tensor), torch.tanh(x.as_subclass(torch.Tensor) @ w))
+    assert delta("eager") == 1 and delta("compiled") == 0
+    assert len(warned) == 1 and "tensor subclass (Tagged)" in warned[0], warned

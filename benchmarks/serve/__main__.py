@@ -1,0 +1,135 @@
+"""Serving benchmark: `python -m benchmarks.serve [--all] [--reps N]
+[--readme]`.
+
+For each configuration (configs.py), one process per implementation
+(child.py: HF's flex path uncompiled, inductor, ours through
+`torch.compile(backend="torch_mlir_flex")` with a DynamicCache and with a
+static cache) reports the first generate() of a new process (compile
+included; ours with an empty compile cache), the warm time to the first
+token and the decode ms/token, and whether its tokens equal the uncompiled
+model's. The memory-bandwidth column divides the bytes a decode step reads
+(weights + KV cache) by the ms/token and compares with a STREAM-like copy
+measured in this process. Prints a markdown table and writes it to
+benchmarks/results/serve.md; `--readme` also replaces the README's
+"Serving benchmark" section.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+from .configs import DEFAULT, LONG
+
+IMPLS = ("eager", "inductor", "ours", "ours-static")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def copy_bandwidth_gbs(mib=256, reps=5) -> float:
+    """Bytes read + written per second by a large tensor copy."""
+    a = torch.empty(mib * 2**18, dtype=torch.float32).fill_(1.0)
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        b.copy_(a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.numel() * 4 / best / 1e9
+
+
+def run_child(cfg, impl, reps, cache_dir, timeout):
+    spec = dict(config=cfg.__dict__, impl=impl, reps=reps)
+    env = dict(os.environ, TORCH_MLIR_FLEX_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
+        [os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")]))
+    try:
+        p = subprocess.run([sys.executable, "-m", "benchmarks.serve.child", json.dumps(spec)], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}
+    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+    if p.returncode or not lines:
+        text = (p.stderr or p.stdout).strip().splitlines()
+        errors = [l for l in text if "Error" in l and not l.startswith(" ")]
+        return {"error": (errors[-1] if errors else " / ".join(text[-3:]))[:300]}
+    return json.loads(lines[-1])
+
+
+def _cell(r, key, fmt):
+    return "error" if "error" in r else fmt.format(r[key])
+
+
+def markdown(rows, bandwidth):
+    out = [f"Copy bandwidth (read + write) measured in the same run: {bandwidth:.1f} GB/s.", "",
+           "| config | impl | first generate, cold (s) | TTFT warm (ms) | decode ms/token | "
+           "× inductor | % of bandwidth limit | tokens = reference |",
+           "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        res = row["results"]
+        ref = res.get("inductor", {})
+        # The reference tokens: the uncompiled model's, else inductor's.
+        want = next((r["tokens"] for k, r in res.items() if k in ("eager", "inductor") and "tokens" in r), None)
+        for impl, r in res.items():
+            ratio = (f"{r['ms_per_token'] / ref['ms_per_token']:.2f}"
+                     if "error" not in r and "ms_per_token" in ref else "–")
+            limit = ("–" if "error" in r else
+                     f"{100 * r['bytes_per_token'] / (bandwidth * 1e6 * r['ms_per_token']):.0f}")
+            same = "–" if "error" in r or want is None else ("yes" if r["tokens"] == want else "no")
+            out.append(f"| {row['config']} | {impl} | {_cell(r, 'first_s', '{:.1f}')} | "
+                       f"{_cell(r, 'ttft_ms', '{:.1f}')} | {_cell(r, 'ms_per_token', '{:.2f}')} | "
+                       f"{ratio} | {limit} | {same} |")
+            if "error" in r:
+                out.append(f"| | | error: {r['error'][:150]} | | | | | |")
+    out += ["", "Reference tokens: the uncompiled model's (eager), else inductor's. eager is "
+            "transformers' flex path without torch.compile (transformers may still compile "
+            "flex_attention itself with inductor: where that fails on this CPU the row says so)."]
+    return "\n".join(out) + "\n"
+
+
+def update_readme(table):
+    path = os.path.join(ROOT, "README.md")
+    text = open(path).read()
+    head = "## Serving benchmark"
+    start = text.index(head)
+    end = text.find("\n## ", start + len(head))
+    end = len(text) if end < 0 else end
+    intro = ("\n\n`python -m benchmarks.serve` (`--all` adds the Qwen2-0.5B shape): `model.generate` "
+             "greedy, 32 new tokens, decode ms/token of warm calls, each implementation in its own "
+             "process on this 2-core host.\n\n")
+    open(path, "w").write(text[:start] + head + intro + table + text[end:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--all", action="store_true", help="add the Qwen2-0.5B-shaped configurations")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--timeout", type=int, default=3600)
+    ap.add_argument("--impls", default=",".join(IMPLS))
+    ap.add_argument("--readme", action="store_true")
+    args = ap.parse_args()
+    bandwidth = copy_bandwidth_gbs()
+    rows = []
+    for cfg in DEFAULT + (LONG if args.all else []):
+        row = {"config": cfg.name, "results": {}}
+        with tempfile.TemporaryDirectory() as cache:
+            for impl in args.impls.split(","):
+                r = run_child(cfg, impl, args.reps, cache, args.timeout)
+                row["results"][impl] = r
+                print(json.dumps({"config": cfg.name, "impl": impl,
+                                  **{k: v for k, v in r.items() if k != "tokens"}}), flush=True)
+        rows.append(row)
+    table = markdown(rows, bandwidth)
+    print(table)
+    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "benchmarks", "results", "serve.md"), "w") as f:
+        f.write(table)
+    if args.readme:
+        update_readme(table)
+
+
+if __name__ == "__main__":
+    main()

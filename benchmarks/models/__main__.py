@@ -17,13 +17,12 @@ README's "Whole-model benchmark" section.
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
 import torch_mlir_flex  # noqa: F401  (before torch-mlir)
 import torch
 
+from ..child_process import run_json_child
 from .configs import DEFAULT, LONG, ROOT, matmul_gflop
 from .report import markdown, update_readme
 
@@ -33,18 +32,7 @@ IMPLS = ("eager", "inductor", "ours", "ours-cached", "interleaved")
 def run_child(cfg, impl, reps, out, cache_dir, timeout):
     spec = dict(model=cfg.model, seq=cfg.seq, dtype=cfg.dtype, layers=cfg.layers, impl=impl,
                 reps=reps, out=out)
-    env = dict(os.environ, TORCH_MLIR_FLEX_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")]))
-    try:
-        p = subprocess.run([sys.executable, "-m", "benchmarks.models.child", json.dumps(spec)], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
-    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
-    if p.returncode or not lines:
-        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-        return {"error": " / ".join(tail)[:300]}
-    return json.loads(lines[-1])
+    return run_json_child("benchmarks.models.child", spec, cache_dir, timeout)
 
 
 def rel_error(path, ref_path):

@@ -17,17 +17,15 @@ benchmarks/results/serve.md; `--readme` also replaces the README's
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
 import torch
 
+from ..child_process import ROOT, run_json_child
 from .configs import DEFAULT, LONG
 
 IMPLS = ("eager", "inductor", "ours", "ours-static")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def copy_bandwidth_gbs(mib=256, reps=5) -> float:
@@ -43,20 +41,8 @@ def copy_bandwidth_gbs(mib=256, reps=5) -> float:
 
 
 def run_child(cfg, impl, reps, cache_dir, timeout):
-    spec = dict(config=cfg.__dict__, impl=impl, reps=reps)
-    env = dict(os.environ, TORCH_MLIR_FLEX_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")]))
-    try:
-        p = subprocess.run([sys.executable, "-m", "benchmarks.serve.child", json.dumps(spec)], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout} s"}
-    lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
-    if p.returncode or not lines:
-        text = (p.stderr or p.stdout).strip().splitlines()
-        errors = [l for l in text if "Error" in l and not l.startswith(" ")]
-        return {"error": (errors[-1] if errors else " / ".join(text[-3:]))[:300]}
-    return json.loads(lines[-1])
+    return run_json_child("benchmarks.serve.child", dict(config=cfg.__dict__, impl=impl, reps=reps),
+                          cache_dir, timeout)
 
 
 def _cell(r, key, fmt):

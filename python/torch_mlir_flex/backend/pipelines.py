@@ -5,9 +5,9 @@ the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
 """
 
 try:
-    from .cpu_features import bf16_dot_default, host_has_avx512_bf16
+    from .cpu_features import bf16_dot_default, host_has_avx512_bf16, spread_workers_default
 except ImportError:  # loaded as a plain module (test/robustness/fuzz.py)
-    from cpu_features import bf16_dot_default, host_has_avx512_bf16
+    from cpu_features import bf16_dot_default, host_has_avx512_bf16, spread_workers_default
 
 # Calling convention (docs/runtime.md, calling.py): the entry function's
 # results are out-params filled by bufferization.materialize_in_destination;
@@ -154,7 +154,7 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     if small_ops_when_awake is None:
         small_ops_when_awake = os.environ.get("FLEX_SMALL_OPS_WHEN_AWAKE", "0") == "1"
     if spread_workers is None:
-        spread_workers = os.environ.get("FLEX_SPREAD_WORKERS", "1") != "0"
+        spread_workers = spread_workers_default()
     if blas is None:
         blas = os.environ.get("FLEX_DENSE_BLAS", "1") != "0"
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "

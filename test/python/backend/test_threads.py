@@ -144,7 +144,7 @@ def test_workers_leave_the_callers_cpu(omp_lib):
     if len(allowed) < 2:
         pytest.skip("needs two CPUs")
     text = fi.attention_ir(B=1, Hq=4, M=512, N=512, E=64, mask_mod=fi.CAUSAL)
-    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True))
+    fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=tiled_pipeline(openmp=True, spread_workers=True))
     assert "_mlir_flex_leave_cpu" in str(fn.lowered)
     q, k, v = _qkv(512, 512)
     want = fn(q, k, v)  # starts the workers
@@ -170,9 +170,26 @@ def test_workers_leave_the_callers_cpu(omp_lib):
 
 def test_spread_workers_can_be_turned_off(omp_lib):
     text = fi.attention_ir(B=1, Hq=4, M=512, N=512, E=64, mask_mod=fi.CAUSAL)
-    on = tiled_pipeline(openmp=True)
+    on = tiled_pipeline(openmp=True, spread_workers=True)
     off = tiled_pipeline(openmp=True, spread_workers=False)
     assert "flex-omp-spread-workers" in on and "flex-omp-spread-workers" not in off
     assert "flex-omp-spread-workers" not in tiled_pipeline()  # no OpenMP
     fn = JitFunction(text, "f", shared_libs=[omp_lib], pipeline=off)
     assert "_mlir_flex_leave_cpu" not in str(fn.lowered)
+
+
+def test_spread_workers_default_by_host_and_environment(monkeypatch):
+    """Off on Intel hosts (measured: it slowed whole-model decode there),
+    on elsewhere; FLEX_SPREAD_WORKERS decides when set."""
+    from torch_mlir_flex.backend import cpu_features
+
+    monkeypatch.delenv("FLEX_SPREAD_WORKERS", raising=False)
+    for vendor, want in (("GenuineIntel", False), ("AuthenticAMD", True), ("", True)):
+        monkeypatch.setattr(cpu_features, "_first_cpu", lambda v=vendor: {"vendor_id": v} if v else {})
+        assert cpu_features.spread_workers_default() is want
+        assert ("flex-omp-spread-workers" in tiled_pipeline(openmp=True)) is want
+    monkeypatch.setenv("FLEX_SPREAD_WORKERS", "1")
+    assert cpu_features.spread_workers_default() is True
+    monkeypatch.setenv("FLEX_SPREAD_WORKERS", "0")
+    monkeypatch.setattr(cpu_features, "_first_cpu", lambda: {"vendor_id": "AuthenticAMD"})
+    assert cpu_features.spread_workers_default() is False

@@ -111,6 +111,28 @@ static void gemm(int bf16, int64_t M, int64_t N, int64_t K, Operand P,
   }
 }
 
+/* Copies between C (M x N at c, strides (scm, scn), f32 or bf16) and the
+ * f32 buffer tmp: column-major M x N, or row-major when `rowMajor`. */
+static void convert(char *c, int64_t scm, int64_t scn, int out_bf16,
+                    float *tmp, int64_t M, int64_t N, int rowMajor, int toC) {
+  size_t esc = out_bf16 ? 2 : 4;
+  int64_t outer = rowMajor ? M : N, inner = rowMajor ? N : M;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t x = 0; x < inner; ++x) {
+      int64_t i = rowMajor ? o : x, j = rowMajor ? x : o;
+      char *elt = c + (size_t)(i * scm + j * scn) * esc;
+      float *t = tmp + o * inner + x;
+      if (toC) {
+        if (out_bf16)
+          *(uint16_t *)elt = f32_to_bf16(*t);
+        else
+          *(float *)elt = *t;
+      } else {
+        *t = out_bf16 ? bf16_to_f32(*(const uint16_t *)elt) : *(const float *)elt;
+      }
+    }
+}
+
 /* C (M x N at c, strides (scm, scn), f32 or bf16) (+)= A (M x K) * B (K x N).
  */
 static void product(int bf16, int64_t M, int64_t N, int64_t K, const char *a,
@@ -123,7 +145,7 @@ static void product(int bf16, int64_t M, int64_t N, int64_t K, const char *a,
   if (M <= 0 || N <= 0)
     return;
   /* The f32 matrix the BLAS writes: C itself when it is f32 with a unit
-   * stride, else a column-major buffer. */
+   * stride, else a buffer (below). */
   float *Cc = NULL;
   int ldc = 0, transposed = 0;
   float *tmp = NULL;
@@ -134,15 +156,14 @@ static void product(int bf16, int64_t M, int64_t N, int64_t K, const char *a,
     Cc = (float *)c, ldc = (int)(M == 1 ? minN : scm);
     transposed = 1;
   } else {
+    /* A bf16 (or strided) C: an f32 buffer laid out along C's contiguous
+     * dimension, so that filling and converting it walk both in order (a
+     * row-major bf16 C of 128 x 151936 was written column by column). */
     tmp = malloc((size_t)(M * N) * sizeof(float));
-    Cc = tmp, ldc = (int)M;
+    transposed = scn == 1 && scm != 1;
+    Cc = tmp, ldc = (int)(transposed ? N : M);
     if (accumulate)
-      for (int64_t j = 0; j < N; ++j)
-        for (int64_t i = 0; i < M; ++i) {
-          const char *src = c + (size_t)(i * scm + j * scn) * (out_bf16 ? 2 : 4);
-          tmp[i + j * M] = out_bf16 ? bf16_to_f32(*(const uint16_t *)src)
-                                    : *(const float *)src;
-        }
+      convert(c, scm, scn, out_bf16, tmp, M, N, transposed, /*toC=*/0);
   }
   if (K <= 0) {
     if (!accumulate) {
@@ -168,14 +189,7 @@ static void product(int bf16, int64_t M, int64_t N, int64_t K, const char *a,
     free(P.packed), free(Q.packed);
   }
   if (tmp) {
-    for (int64_t j = 0; j < N; ++j)
-      for (int64_t i = 0; i < M; ++i) {
-        char *dst = c + (size_t)(i * scm + j * scn) * (out_bf16 ? 2 : 4);
-        if (out_bf16)
-          *(uint16_t *)dst = f32_to_bf16(tmp[i + j * M]);
-        else
-          *(float *)dst = tmp[i + j * M];
-      }
+    convert(c, scm, scn, out_bf16, tmp, M, N, transposed, /*toC=*/1);
     free(tmp);
   }
 }

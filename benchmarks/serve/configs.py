@@ -51,16 +51,13 @@ def build(cfg: ServeConfig):
 
 def bytes_per_token(model, cfg: ServeConfig) -> int:
     """Weights plus the KV cache read by one decode step (mid-generation)."""
-    seen, weights = set(), 0
-    for t in list(model.parameters()) + list(model.buffers()):
-        if t.data_ptr() not in seen:
-            seen.add(t.data_ptr())
-            weights += t.numel() * t.element_size()
+    from benchmarks.models.configs import weight_bytes
+
     c = model.config
     head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     length = cfg.prompt + cfg.new_tokens // 2
     kv = 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * length * cfg.batch
-    return weights + kv * DTYPES[cfg.dtype].itemsize
+    return weight_bytes(model) + kv * DTYPES[cfg.dtype].itemsize
 
 
 DEFAULT = [ServeConfig("tiny", "f32", 1, 128), ServeConfig("tiny", "f32", 4, 128)]

@@ -14,7 +14,7 @@ when a result is an input or a constant. The compiled code never returns
 or frees a buffer the caller sees, and never writes into an input.
 See docs/runtime.md.
 
-Scalar arguments (``i64``, ``f64``, ``i1``: a SymInt or float input of an
+Scalar arguments (``i64``, ``i1``, ``f64``, ``f32``: a SymInt or float input of an
 exported program) are passed as 0-d tensors (`scalars_to_tensors`): the
 function reads them with ``tensor.extract``.
 """

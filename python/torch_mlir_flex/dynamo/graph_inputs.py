@@ -58,6 +58,12 @@ def _evaluate(expr, values):
     raise UnsupportedInputs(f"a SymInt input is {expr}, which the backend cannot compute from the inputs")
 
 
+def _symbol_values(symbols, args):
+    """The value of each symbol in a call of the compiled function: an int
+    argument, or a dim of a tensor argument (`GraphInputs.symbols`)."""
+    return {sym: args[k] if d is None else args[k].shape[d] for sym, (k, d) in symbols.items()}
+
+
 class GraphInputs:
     """`arguments`: the positions of Dynamo's inputs the compiled function
     takes (tensors, dynamic ints); `sources[i]` for every input: ("arg", k),
@@ -155,7 +161,7 @@ class _ArgumentsOnly(_module_base()):
         self.symbols = symbols
 
     def forward(self, *args):
-        values = {sym: args[k] if d is None else args[k].shape[d] for sym, (k, d) in self.symbols.items()}
+        values = _symbol_values(self.symbols, args)
         inputs = []
         for kind, v in self.sources:
             if kind == "arg":
@@ -211,8 +217,7 @@ class GraphOutputs:
 
     def merge(self, tensors, args):
         """Dynamo's outputs from the compiled function's tensors and the call's arguments."""
-        values = {sym: args[k] if d is None else args[k].shape[d]
-                  for sym, (k, d) in self.inputs.symbols.items()}
+        values = _symbol_values(self.inputs.symbols, args)
         it = iter(tensors)
         return tuple(next(it) if kind == "tensor" else (v if isinstance(v, int) else _evaluate(v, values))
                      for kind, v in self.items)

@@ -23,7 +23,7 @@ _RETARGET = {
 
 def retarget_symbolic_ops(gm: fx.GraphModule) -> int:
     n = 0
-    for node in gm.graph.nodes:
+    for node in list(gm.graph.nodes):  # sym_sum nodes are replaced
         if node.op == "call_function" and node.target in _RETARGET and not node.kwargs and \
                 all(isinstance(a, (int, fx.Node)) and not isinstance(a, bool) for a in node.args) and \
                 isinstance(node.meta.get("val"), (int, torch.SymInt)):

@@ -5,15 +5,13 @@ logged reason.
     PYTHONPATH=python pytest -q test/python/backend/test_dynamo.py
 """
 
-import logging
 import warnings
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
-import pytest
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from torch_mlir_flex import dynamo, log
+from torch_mlir_flex import dynamo
 
 warnings.filterwarnings("ignore")
 dynamo.register()  # no-op when the entry point is installed
@@ -67,16 +65,6 @@ def mlp_fn(x, w):
 def qkv(S=S, E=32, seed=0):
     g = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(1, 2, S, E, generator=g) for _ in range(3))
-
-
-@pytest.fixture
-def fresh():
-    """A clean Dynamo cache, the stats before the test, and the warnings of
-    the torch_mlir_flex logger during the test."""
-    torch._dynamo.reset()
-    before = dict(dynamo.stats)
-    with log.capture(logging.WARNING) as warned:
-        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
 
 
 def test_registered_by_name():

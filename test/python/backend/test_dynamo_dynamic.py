@@ -7,26 +7,16 @@ to eager PyTorch and no graph left in eager.
     PYTHONPATH=python pytest -q test/python/backend/test_dynamo_dynamic.py
 """
 
-import logging
 import warnings
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
-import pytest
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from torch_mlir_flex import dynamo, log
+from torch_mlir_flex import dynamo
 
 warnings.filterwarnings("ignore")
 dynamo.register()
-
-
-@pytest.fixture
-def fresh():
-    torch._dynamo.reset()
-    before = dict(dynamo.stats)
-    with log.capture(logging.WARNING) as warned:
-        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
 
 
 def rows_and_count(x, w):

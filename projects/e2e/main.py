@@ -1,7 +1,9 @@
-"""CLI: python -m projects.e2e.main [-f REGEX] [-v] [--backend reference|tiled|all] [-l]
+"""CLI: python -m projects.e2e.main [-f REGEX] [-v] [--backend reference|tiled|all] [-l] [--grad]
 
 Runs every registered case (or those whose name or theme matches -f),
 prints a summary table and exits non-zero if any case fails or errors.
+`--grad` runs the cases' backward instead (grad_runner.py: one training
+step through torch.compile, gradients against float64 math).
 Run from the repository root with PYTHONPATH=python (for torch_mlir_flex).
 """
 
@@ -16,6 +18,7 @@ def main(argv=None) -> int:
     from torch_mlir_flex.backend import PIPELINES
 
     from .registry import all_cases
+    from .grad_runner import run_grad_case
     from .runner import format_table, run_case
 
     p = argparse.ArgumentParser(prog="python -m projects.e2e.main", description=__doc__.splitlines()[0])
@@ -23,6 +26,7 @@ def main(argv=None) -> int:
     p.add_argument("-v", "--verbose", action="store_true", help="print each result as it finishes and full details")
     p.add_argument("--backend", default="all", help=f"one of {sorted(PIPELINES)} or 'all'")
     p.add_argument("-l", "--list", action="store_true", help="list the cases and exit")
+    p.add_argument("--grad", action="store_true", help="check the backward (gradients) instead")
     args = p.parse_args(argv)
 
     if args.backend == "all":
@@ -44,7 +48,7 @@ def main(argv=None) -> int:
     results = []
     for b in backends:
         for c in cases:
-            r = run_case(c, b, verbose=args.verbose)
+            r = (run_grad_case if args.grad else run_case)(c, b, verbose=args.verbose)
             results.append(r)
             if args.verbose:
                 print(f"[{r.status}] {r.name} ({r.backend}) {r.seconds:.1f}s {r.detail.splitlines()[0] if r.detail else ''}",

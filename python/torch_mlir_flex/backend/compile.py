@@ -144,7 +144,7 @@ def _run_pipeline(module, pipeline: str, stage: str):
 
 
 def has_outlined_flex_calls(text: str) -> bool:
-    return "@__flex_attention_" in text
+    return "@__flex_attention_" in text or "@__flex_backward_" in text
 
 
 @timed("materialize", dump="flex")
@@ -310,7 +310,7 @@ class CompiledModule:
 
 def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,
             func_name: str = "main", opt_level: int = 2,
-            weights_as_arguments: bool = True, exported_check=None) -> CompiledModule:
+            weights_as_arguments: bool = True, exported_check=None, train: bool = False):
     """Compile `model` (an nn.Module or a callable) for `example_args` (a tuple
     of tensors and BlockMasks, or one tensor) with the lowering pipeline `backend`
     ("reference", "tiled", ... see `backend.pipelines.PIPELINES`).
@@ -331,6 +331,11 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     are written into the caller's tensors after each call (mutations.py).
     `exported_check(ep)`, when given, sees the ExportedProgram before any
     lowering and may raise FlexCompileError to refuse it.
+    `train=True`: a callable that supports autograd (`loss.backward()`), the
+    model through `torch.compile(model, backend="torch_mlir_flex")`, whose
+    forward and backward graphs (flex_attention's backward included) are
+    compiled at the first call and at the first backward (docs/training.md);
+    `example_args` are not used then.
     Returns a `CompiledModule`; raises `FlexCompileError`."""
     import torch
 
@@ -338,6 +343,11 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
 
     if backend not in PIPELINES:
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
+    if train:
+        from .. import dynamo
+
+        dynamo.register()
+        return torch.compile(model, backend=dynamo.NAME, options={"backend": backend})
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
     with _older_objects_frozen():

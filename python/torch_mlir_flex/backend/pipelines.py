@@ -162,6 +162,12 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
              f"split-keys-tasks={split_keys_tasks}"
              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
              f"{' bf16-dot=1' if bf16_dot else ''}}})")
+    # flex.attention_backward: the flash-style (FA2) tiled backward
+    # (Backward/FlexBackwardToFlash.cpp); ops it leaves (capture gradients,
+    # dynamic head dims) keep flex-to-loops' scalar reference.
+    flash += (f",func.func(flex-backward-to-flash{{tile-m={tile_m} tile-n={tile_n} "
+              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
+              f"{f' serial-below-us={serial_below_us}' if openmp else ''}}})")
     choice = "{runtime-choice=1}" if small_ops_when_awake else ""
     forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"

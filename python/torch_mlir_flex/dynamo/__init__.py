@@ -9,8 +9,10 @@ included as higher-order ops) goes through `torch.export` and the stages of
 pipeline cannot take run in eager PyTorch, with a warning on the
 `torch_mlir_flex.dynamo` logger that names the reason.
 
-Inference only: a graph that would need autograd (grad mode on and an
-input that requires grad) runs eagerly. Dynamic shapes (Dynamo's automatic
+A graph that needs autograd (grad mode on and an input that requires
+grad) goes through AOTAutograd: its forward and backward graphs are
+compiled here too (training.py), flex_attention's backward included
+(device_check.py lets Dynamo trace it on CPU for this backend). Dynamic shapes (Dynamo's automatic
 dynamic after a shape change, `dynamic=True`, `mark_dynamic`) compile once
 for the range of sizes (graph_inputs.py). Graphs that update inputs in
 place (a KV cache's `index_copy_`) write the new values into the caller's
@@ -25,6 +27,7 @@ from typing import Callable, List, Optional
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
 from ..log import get_logger
+from . import device_check
 
 NAME = "torch_mlir_flex"
 
@@ -32,16 +35,46 @@ log = get_logger("dynamo")
 stats = collections.Counter()
 
 
-def flex_backend(gm, example_inputs: List, backend: Optional[str] = None) -> Callable:
-    """The Dynamo backend: returns a callable for `gm`, ours or `gm.forward`."""
+def flex_backend(gm, example_inputs: List, backend: Optional[str] = None,
+                 options: Optional[dict] = None) -> Callable:
+    """The Dynamo backend: returns a callable for `gm`, ours or `gm.forward`.
+    `torch.compile(..., options={"backend": "reference"})` picks the
+    lowering pipeline (default: the tiled one)."""
+    unknown = set(options or ()) - {"backend"}
+    if unknown:
+        raise ValueError(f"torch_mlir_flex: unknown options {sorted(unknown)}; supported: 'backend'")
+    backend = (options or {}).get("backend", backend)
+    stats["graphs"] += 1
+    if needs_autograd(example_inputs):
+        from .training import aot_backend
+
+        return aot_backend(gm, example_inputs, backend)
+    return compile_graph(gm, example_inputs, backend, f"graph{stats['graphs'] - 1}")
+
+
+def needs_autograd(example_inputs) -> bool:
+    import torch
+
+    return torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+
+
+def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: str,
+                  kind: str = "compiled", keep_strides: bool = False) -> Callable:
+    """Our compiled function for `gm`, or `gm.forward` with a warning that
+    names the reason; `stats[kind]` or `stats["eager"]` counts it.
+    `keep_strides`: export with the examples' strides (AOTAutograd's
+    graphs view tensors whose layout the forward fixed, e.g. a flex output
+    in its query's stride order) instead of contiguous copies."""
     from ..backend.compile import FlexCompileError, compile
     from ..backend.pipelines import DEFAULT_BACKEND
 
     import torch
 
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
     from .graph_inputs import GraphInputs, GraphOutputs, UnsupportedInputs
 
-    stats["graphs"] += 1
     reason = unsupported_reason(example_inputs)
     if reason is None:
         try:
@@ -58,11 +91,13 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None) -> Cal
             # tensors (the call copies others), and export would read a
             # view's strides as relations between its symbolic sizes (a
             # sliding-window cache slice: "specialized to a constant").
-            examples = tuple(x.contiguous() if isinstance(x, torch.Tensor) else x for x in inputs.examples)
-            with torch._guards.tracing(None):
+            examples = tuple(x.contiguous() if isinstance(x, torch.Tensor) and not keep_strides else x
+                             for x in inputs.examples)
+            # AOTAutograd calls its compilers with Dynamo's fake mode active.
+            with torch._guards.tracing(None), unset_fake_temporarily():
                 compiled = compile(inputs.module(outputs.tensor_graph(gm)), examples,
                                    backend=backend or DEFAULT_BACKEND,
-                                   func_name=f"graph{stats['graphs'] - 1}", dynamic_shapes=dynamic,
+                                   func_name=func_name, dynamic_shapes=dynamic,
                                    exported_check=_check_outputs)
             if dynamic is not None:
                 stats["dynamic"] += 1
@@ -79,7 +114,7 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None) -> Cal
         log.warning("torch_mlir_flex: running a captured graph (%d ops) in eager PyTorch: %s",
                     _num_ops(gm), reason)
         return gm.forward
-    stats["compiled"] += 1
+    stats[kind] += 1
     return compiled
 
 
@@ -96,9 +131,6 @@ def unsupported_reason(example_inputs) -> Optional[str]:
                 not isinstance(x, torch._subclasses.FakeTensor):
             return (f"input {i} is a tensor subclass ({type(x).__name__}); only plain tensors "
                     "are supported")
-        if torch.is_grad_enabled() and x.requires_grad:
-            return (f"input {i} requires grad and grad mode is on; the backend is "
-                    "inference only (run under torch.no_grad() or torch.inference_mode())")
     return None
 
 
@@ -144,7 +176,13 @@ def _has_tensor_ops(gm) -> bool:
     import torch
 
     return any(n.op in ("call_function", "call_method", "call_module")
-               and isinstance(n.meta.get("example_value"), torch.Tensor) for n in gm.graph.nodes)
+               and isinstance(_node_value(n), torch.Tensor) for n in gm.graph.nodes)
+
+
+def _node_value(node):
+    from .graph_inputs import _node_value as value
+
+    return value(node)
 
 
 def _num_ops(gm) -> int:
@@ -159,3 +197,7 @@ def register() -> None:
     registry._lazy_import()  # entry points first, so both paths agree
     if NAME not in registry._BACKENDS:
         registry.register_backend(flex_backend, name=NAME)
+
+
+# Both ways in (the entry point, register()) import this module first.
+device_check.install()

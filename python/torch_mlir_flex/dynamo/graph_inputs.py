@@ -84,7 +84,7 @@ class GraphInputs:
         for i, (node, x) in enumerate(zip(placeholders, example_inputs)):
             if not isinstance(x, torch.Tensor):
                 continue
-            fake = node.meta.get("example_value")
+            fake = _node_value(node)
             shape = tuple(fake.shape) if isinstance(fake, torch.Tensor) else tuple(x.shape)
             for d, size in enumerate(shape):
                 e = _expr(size)
@@ -174,24 +174,40 @@ class _ArgumentsOnly(_module_base()):
 
 
 class GraphOutputs:
-    """Outputs of Dynamo's graph that are ints (sizes it returns, `s77 + 1`)
-    rather than tensors: the compiled function returns the tensors; the
-    ints are computed from the call's inputs (`values` of the symbols)."""
+    """Outputs of Dynamo's graph that the compiled function does not
+    compute: ints (sizes it returns, `s77 + 1`), computed from the call's
+    inputs (`values` of the symbols); inputs returned as they are, `None`,
+    and a tensor returned twice (AOTAutograd's forward graphs return the
+    inputs they save for the backward, its backward graphs `None` for
+    inputs without gradient). The compiled function returns the other
+    tensors, once each."""
 
     def __init__(self, gm, inputs: GraphInputs):
         import torch
 
         out = next(n for n in gm.graph.nodes if n.op == "output")
-        self.items = []  # per output: ("tensor", None) | ("int", expr or int)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        # per output: ("tensor", None) | ("int", expr or int) | ("input", argument k)
+        #             | ("none", None) | ("same", earlier output i)
+        self.items = []
+        first = {}
         for i, v in enumerate(out.args[0]):
-            val = v.meta.get("example_value") if isinstance(v, torch.fx.Node) else v
-            if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
+            val = _node_value(v) if isinstance(v, torch.fx.Node) else v
+            if v is None:
+                self.items.append(("none", None))
+            elif isinstance(v, torch.fx.Node) and v.op == "placeholder" and isinstance(val, torch.Tensor):
+                self.items.append(("input", inputs.arguments.index(placeholders.index(v))))
+            elif isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
                 e = _expr(val)
                 if e is not None and not e.is_number and not e.free_symbols <= set(inputs.symbols):
                     raise UnsupportedInputs(f"output {i} is the SymInt {e}, which the backend cannot "
                                             "compute from the inputs")
                 self.items.append(("int", int(val) if e is None else (int(e) if e.is_number else e)))
+            elif isinstance(v, torch.fx.Node) and v in first:
+                self.items.append(("same", first[v]))
             else:
+                if isinstance(v, torch.fx.Node):
+                    first[v] = i
                 self.items.append(("tensor", None))
         self.inputs = inputs
 
@@ -200,10 +216,8 @@ class GraphOutputs:
         return all(kind == "tensor" for kind, _ in self.items)
 
     def tensor_graph(self, gm):
-        """A copy of `gm` returning its tensor outputs alone."""
+        """A copy of `gm` returning its computed tensor outputs alone."""
         import copy
-
-        import torch
 
         if self.all_tensors:
             return gm
@@ -219,5 +233,22 @@ class GraphOutputs:
         """Dynamo's outputs from the compiled function's tensors and the call's arguments."""
         values = _symbol_values(self.inputs.symbols, args)
         it = iter(tensors)
-        return tuple(next(it) if kind == "tensor" else (v if isinstance(v, int) else _evaluate(v, values))
-                     for kind, v in self.items)
+        res = []
+        for kind, v in self.items:
+            if kind == "tensor":
+                res.append(next(it))
+            elif kind == "int":
+                res.append(v if isinstance(v, int) else _evaluate(v, values))
+            elif kind == "input":
+                res.append(args[v])
+            elif kind == "same":
+                res.append(res[v])
+            else:
+                res.append(None)
+        return tuple(res)
+
+
+def _node_value(node):
+    """A node's example value: Dynamo's graphs keep it as `example_value`,
+    AOTAutograd's as `val`."""
+    return node.meta.get("example_value", node.meta.get("val"))

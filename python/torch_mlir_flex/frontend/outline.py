@@ -80,8 +80,8 @@ def _is_flex_call(op) -> bool:
     if op.name == UPSTREAM_OP:
         return True
     if op.name == "torch.operator":
-        n = op.attributes["name"]
-        return ir.StringAttr(n).value == FLEX_OPERATOR
+        n = ir.StringAttr(op.attributes["name"]).value
+        return n in (FLEX_OPERATOR, "torch_mlir_flex.hop_flex_attention_backward")
     return False
 
 
@@ -183,24 +183,33 @@ def _outline_one(module, op, decl_name) -> FlexCallInfo:
             a["flex.enable_gqa"] = ir.UnitAttr.get()
         a["flex.return_lse"] = ir.BoolAttr.get(return_lse)
         a["flex.return_max_scores"] = ir.BoolAttr.get(return_max)
-        i64 = ir.IntegerType.get_signless(64)
-        a["flex.num_score_buffers"] = ir.IntegerAttr.get(i64, n_score)
-        a["flex.num_mask_buffers"] = ir.IntegerAttr.get(i64, n_mask)
-        if n_block:
-            a["flex.num_block_tensors"] = ir.IntegerAttr.get(i64, n_block)
-            a["flex.block_sizes"] = ir.DenseI64ArrayAttr.get(list(block_sizes))
-
-    with ir.InsertionPoint(op), op.location:
-        call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(decl_name), call_operands)
-    for old, new in zip(op.results, call.results):
-        old.replace_all_uses_with(new)
-    op.erase()
+        set_buffer_attrs(a, n_score, n_mask, n_block, block_sizes)
+    replace_with_call(op, decl_name, res_types, call_operands)
 
     def sym(attr):
         return None if attr is None else ir.FlatSymbolRefAttr(attr).value
 
     return FlexCallInfo(decl_name, sym(score_ref), sym(mask_ref), float(scale), gqa,
                         return_lse, return_max, n_score, n_mask, n_block, block_sizes)
+
+
+def set_buffer_attrs(a, n_score: int, n_mask: int, n_block: int, block_sizes) -> None:
+    """The decl's buffer counts (and block sizes, with block tensors)."""
+    i64 = ir.IntegerType.get_signless(64)
+    a["flex.num_score_buffers"] = ir.IntegerAttr.get(i64, n_score)
+    a["flex.num_mask_buffers"] = ir.IntegerAttr.get(i64, n_mask)
+    if n_block:
+        a["flex.num_block_tensors"] = ir.IntegerAttr.get(i64, n_block)
+        a["flex.block_sizes"] = ir.DenseI64ArrayAttr.get(list(block_sizes))
+
+
+def replace_with_call(op, decl_name: str, res_types, call_operands) -> None:
+    """Replaces `op` by a call of the declaration `decl_name`."""
+    with ir.InsertionPoint(op), op.location:
+        call = func.CallOp(res_types, ir.FlatSymbolRefAttr.get(decl_name), call_operands)
+    for old, new in zip(op.results, call.results):
+        old.replace_all_uses_with(new)
+    op.erase()
 
 
 def _block_tensor_attrs(op):
@@ -217,15 +226,24 @@ def _block_tensor_attrs(op):
 
 
 def outline_flex_calls(module: ir.Module) -> List[FlexCallInfo]:
-    """Outlines every flex call of ``module`` in place (Torch IR level)."""
+    """Outlines every flex call of ``module`` in place (Torch IR level):
+    forward calls (returned) and backward calls (outline_backward.py)."""
+    from .outline_backward import BACKWARD_DECL_PREFIX, is_backward_call, outline_backward_one
+
     taken = _symbol_names(module)
     infos = []
-    counter = 0
+
+    def fresh(prefix):
+        counter = 0
+        while f"{prefix}{counter}" in taken:
+            counter += 1
+        taken.add(f"{prefix}{counter}")
+        return f"{prefix}{counter}"
+
     with module.context:
         for op in find_flex_calls(module):
-            while f"{DECL_PREFIX}{counter}" in taken:
-                counter += 1
-            name = f"{DECL_PREFIX}{counter}"
-            taken.add(name)
-            infos.append(_outline_one(module, op, name))
+            if is_backward_call(op):
+                outline_backward_one(module, op, fresh(BACKWARD_DECL_PREFIX))
+            else:
+                infos.append(_outline_one(module, op, fresh(DECL_PREFIX)))
     return infos

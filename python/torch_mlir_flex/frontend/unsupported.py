@@ -18,7 +18,7 @@ _RANDOM = re.compile(
     r"bernoulli|bernoulli_|uniform|uniform_|normal|normal_functional|exponential|"
     r"geometric|cauchy|log_normal|multinomial|poisson|native_dropout|dropout|"
     r"feature_dropout|alpha_dropout|feature_alpha_dropout)(\.|$)")
-_MODIFIER_ATTRS = (("score_mod_fn", "score_mod"), ("mask_mod_fn", "mask_mod"))
+_MODIFIER_ATTRS = (("score_mod_fn", "score_mod"), ("mask_mod_fn", "mask_mod"), ("joint_fn", "score_mod gradient"))
 
 
 def modifier_kinds(module: ir.Module) -> dict:

@@ -37,7 +37,7 @@ from torch import fx
 
 from .errors import FlexImportError, node_where
 
-FLEX_HOP = torch.ops.higher_order.flex_attention
+from .hop_layout import FLEX_HOP, layout_of  # noqa: F401  (FLEX_HOP re-exported)
 BLOCK_MASK_TUPLE_LEN = 17
 BLOCK_MASK_TENSOR_SLOTS = range(2, 14)
 # kv_num_blocks, kv_indices, full_kv_num_blocks, full_kv_indices.
@@ -56,7 +56,8 @@ _ASSERT_TARGETS = {
 
 
 def is_flex_node(node: fx.Node) -> bool:
-    return node.op == "call_function" and node.target is FLEX_HOP
+    """A flex_attention or flex_attention_backward call (hop_layout.py)."""
+    return layout_of(node) is not None
 
 
 def flex_nodes(graph: fx.Graph) -> List[fx.Node]:
@@ -64,14 +65,15 @@ def flex_nodes(graph: fx.Graph) -> List[fx.Node]:
 
 
 def _block_mask_arg(node: fx.Node):
-    if len(node.args) < 5 or not isinstance(node.args[4], tuple):
+    slot = layout_of(node).block_mask
+    if len(node.args) <= slot or not isinstance(node.args[slot], tuple):
         raise FlexImportError(
             f"flex_attention {node_where(node)}: expected the BlockMask as a "
-            f"{BLOCK_MASK_TUPLE_LEN}-tuple in argument 4, got "
-            f"{type(node.args[4]).__name__ if len(node.args) > 4 else 'nothing'}. "
+            f"{BLOCK_MASK_TUPLE_LEN}-tuple in argument {slot}, got "
+            f"{type(node.args[slot]).__name__ if len(node.args) > slot else 'nothing'}. "
             "This importer supports the torch 2.13 flex_attention HOP layout."
         )
-    bm = node.args[4]
+    bm = node.args[slot]
     if len(bm) != BLOCK_MASK_TUPLE_LEN:
         raise FlexImportError(
             f"flex_attention {node_where(node)}: BlockMask tuple has {len(bm)} "
@@ -106,9 +108,13 @@ def keeps_block_tensors(node: fx.Node) -> bool:
     kv = [bm[i] for i in KV_BLOCK_SLOTS if bm[i] is not None]
     if not kv or not all(isinstance(v, (fx.Node, torch.Tensor)) for v in kv):
         return False
+    dense = all(bm[i] == DENSE_BLOCK_SIZE for i in (Q_BLOCK_SIZE_SLOT, KV_BLOCK_SIZE_SLOT))
+    if dense and _has_noop_mask(node, bm):
+        # block_mask=None: one block keeps every point, also when the
+        # tensors are inputs (AOTAutograd's graphs save and pass them).
+        return False
     if all(_given(v) for v in kv):
         return True
-    dense = all(bm[i] == DENSE_BLOCK_SIZE for i in (Q_BLOCK_SIZE_SLOT, KV_BLOCK_SIZE_SLOT))
     return not dense and _has_noop_mask(node, bm)
 
 
@@ -133,7 +139,7 @@ def strip_block_mask_tensors(graph: fx.Graph) -> int:
                 changed = True
         if changed:
             args = list(node.args)
-            args[4] = tuple(new_bm)
+            args[layout_of(node).block_mask] = tuple(new_bm)
             node.args = tuple(args)
     if not dropped:
         return 0

@@ -20,13 +20,15 @@ from torch import fx
 from torch.export import ExportedProgram
 
 from .block_mask import flex_nodes
+from .hop_layout import layout_of
 from .modifier_ops import modifier_submodules
 
 
 def _modifier_buffer_names(graph: fx.Graph) -> set:
     names = set()
     for n in flex_nodes(graph):
-        for bufs in n.args[7:9]:
+        lay = layout_of(n)
+        for bufs in (n.args[lay.score_bufs], n.args[lay.mask_bufs]):
             names.update(b.name for b in bufs if isinstance(b, fx.Node))
     return names
 
@@ -44,9 +46,10 @@ def forget_capture_constant_values(prog: ExportedProgram) -> int:
     return count
 
 
-def inline_scalar_constants(prog: ExportedProgram) -> int:
-    """0-d tensor constants read by ``get_attr`` inside flex modifiers become
-    ``aten.scalar_tensor`` calls; returns how many."""
+def inline_scalar_constants(prog) -> int:
+    """0-d tensor constants read by ``get_attr`` inside flex modifiers (of an
+    ExportedProgram or a GraphModule) become ``aten.scalar_tensor`` calls;
+    returns how many."""
     count = 0
     for _, _, gm in modifier_submodules(prog.graph):
         for n in list(gm.graph.nodes):

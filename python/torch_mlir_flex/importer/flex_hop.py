@@ -36,11 +36,11 @@ from .block_mask import (
     keeps_block_tensors,
 )
 from .errors import FlexImportError, node_where
+from .hop_layout import layout_of
 from .modifiers import MASK, SCORE, Capture, Runtime, is_noop_mask
 
 UPSTREAM_OP = "torch.hop_flex_attention"
 CAPTURE_OP = "torch_mlir_flex.hop_flex_attention"
-NUM_HOP_ARGS = 9
 
 # Resolves a captured-tensor argument to a constant tensor, or None if it is a
 # runtime value.  Installed by FlexFxImporter per entry point.
@@ -65,22 +65,26 @@ class FlexCall:
 
 
 def parse_flex_node(node: fx.Node) -> FlexCall:
-    """Validates the torch 2.13 HOP layout and returns its pieces."""
+    """Validates the torch 2.13 HOP layout (flex_attention or
+    flex_attention_backward, hop_layout.py) and returns its pieces."""
     where = node_where(node)
+    lay = layout_of(node)
     if node.kwargs:
         raise FlexImportError(
             f"flex_attention {where}: unexpected keyword arguments "
-            f"{sorted(node.kwargs)}; expected 9 positional HOP arguments "
+            f"{sorted(node.kwargs)}; expected {lay.num_args} positional HOP arguments "
             "(torch 2.13 layout)."
         )
-    if len(node.args) != NUM_HOP_ARGS:
+    if len(node.args) != lay.num_args:
         raise FlexImportError(
-            f"flex_attention {where}: HOP has {len(node.args)} arguments, expected "
-            f"{NUM_HOP_ARGS} (query, key, value, score_mod, block_mask, scale, "
-            "kernel_options, score_mod_other_buffers, mask_mod_other_buffers). "
+            f"flex_attention {where}: HOP {node.target} has {len(node.args)} arguments, "
+            f"expected {lay.num_args}. "
             f"This importer targets torch 2.13, running torch {torch.__version__}."
         )
-    q, k, v, score_mod, bm, scale, kopts, sbufs, mbufs = node.args
+    a = node.args
+    q, k, v = a[:3]
+    score_mod, scale, kopts = a[lay.score_mod], a[lay.scale], a[lay.kernel_options]
+    sbufs, mbufs = a[lay.score_bufs], a[lay.mask_bufs]
     if not (isinstance(score_mod, fx.Node) and score_mod.op == "get_attr"):
         raise FlexImportError(
             f"flex_attention {where}: score_mod must be a get_attr submodule, got "
@@ -183,12 +187,22 @@ def _head_count(arg, node, what):
     return val.shape[1]
 
 
-def import_flex_attention(gni, loc: Location, node: fx.Node):
-    """Emits the flex call for ``node`` into the GraphNodeImporter ``gni``."""
-    imp = gni.fx_importer
-    cc = gni._cc
-    call = parse_flex_node(node)
-    check_qkv_dtypes(call, node)
+@dataclass
+class FlexOperands:
+    """What the forward and backward imports share: the modifier symbols,
+    the captures, the scale operand and the trailing runtime operands."""
+
+    call: FlexCall
+    score_sym: str
+    score_caps: List[Capture]
+    mask_sym: Optional[str]
+    mask_caps: List[Capture]
+    scale: Any  # an ir.Value
+    runtime_score: List[fx.Node]
+    runtime_mask: List[fx.Node]
+
+
+def submodule(node: fx.Node, get_attr: fx.Node) -> fx.GraphModule:
     root = node.graph.owning_module
     if root is None:
         raise FlexImportError(
@@ -197,34 +211,36 @@ def import_flex_attention(gni, loc: Location, node: fx.Node):
             "Import the GraphModule (import_graph_module / import_stateless_graph "
             "on gm.graph) rather than a detached Graph."
         )
+    gm = getattr(root, get_attr.target, None)
+    if not isinstance(gm, fx.GraphModule):
+        raise FlexImportError(
+            f"flex_attention {node_where(node)}: '{get_attr.target}' is not a "
+            f"GraphModule attribute of the owning module ({type(gm).__name__})."
+        )
+    return gm
+
+
+def import_flex_operands(gni, loc: Location, node: fx.Node) -> FlexOperands:
+    """Parses `node`, imports its modifiers and its scale."""
+    imp = gni.fx_importer
+    cc = gni._cc
+    call = parse_flex_node(node)
+    check_qkv_dtypes(call, node)
     resolve = imp.flex_constant_resolver()
 
-    def submodule(get_attr: fx.Node) -> fx.GraphModule:
-        gm = getattr(root, get_attr.target, None)
-        if not isinstance(gm, fx.GraphModule):
-            raise FlexImportError(
-                f"flex_attention {node_where(node)}: '{get_attr.target}' is not a "
-                f"GraphModule attribute of the owning module ({type(gm).__name__})."
-            )
-        return gm
-
-    score_gm = submodule(call.score_mod)
+    score_gm = submodule(node, call.score_mod)
     score_caps = classify_captures(call.score_bufs, SCORE, node, resolve)
     score_sym = imp.flex_modifiers.symbol_for(
         score_gm, call.score_mod.target, SCORE, score_caps, node
     )
     mask_sym, mask_caps = None, []
     if call.mask_mod is not None:
-        mask_gm = submodule(call.mask_mod)
+        mask_gm = submodule(node, call.mask_mod)
         if not is_noop_mask(mask_gm):
             mask_caps = classify_captures(call.mask_bufs, MASK, node, resolve)
             mask_sym = imp.flex_modifiers.symbol_for(
                 mask_gm, call.mask_mod.target, MASK, mask_caps, node
             )
-
-    q = gni._import_argument(loc, call.query, None)
-    k = gni._import_argument(loc, call.key, None)
-    v = gni._import_argument(loc, call.value, None)
     with loc:
         if call.scale is None:
             scale = Operation.create("torch.constant.none", results=[cc.torch_none_type]).result
@@ -236,6 +252,49 @@ def import_flex_attention(gni, loc: Location, node: fx.Node):
                 FloatAttr.get_f64(float(call.scale)),
                 cc.torch_float_type,
             ).result
+    return FlexOperands(call, score_sym, score_caps, mask_sym, mask_caps, scale,
+                        [c.node for c in score_caps if isinstance(c, Runtime)],
+                        [c.node for c in mask_caps if isinstance(c, Runtime)])
+
+
+def modifier_attrs(gni, node: fx.Node, ops: FlexOperands) -> dict:
+    """score_mod_fn / mask_mod_fn and, for GQA, enable_gqa."""
+    attrs = {"score_mod_fn": FlatSymbolRefAttr.get(ops.score_sym, context=gni._c)}
+    if ops.mask_sym is not None:
+        attrs["mask_mod_fn"] = FlatSymbolRefAttr.get(ops.mask_sym, context=gni._c)
+    hq = _head_count(ops.call.query, node, "query")
+    hkv = _head_count(ops.call.key, node, "key")
+    if str(hq) != str(hkv):
+        attrs["enable_gqa"] = BoolAttr.get(True, context=gni._c)
+    return attrs
+
+
+def buffer_operands(gni, loc: Location, ops: FlexOperands, attrs: dict) -> list:
+    """The runtime score buffers, mask buffers and kept block tensors, as
+    operands; their counts (and the block sizes) go into `attrs`."""
+    call = ops.call
+    runtime = ops.runtime_score + ops.runtime_mask
+    operands = [gni._import_argument(loc, r, None) for r in runtime]
+    operands += [gni._import_argument(loc, t, None) for t in call.block_tensors]
+    i64 = IntegerType.get_signless(64, context=gni._c)
+    attrs["num_score_buffers"] = IntegerAttr.get(i64, len(ops.runtime_score))
+    attrs["num_mask_buffers"] = IntegerAttr.get(i64, len(ops.runtime_mask))
+    if call.block_tensors:
+        attrs["num_block_tensors"] = IntegerAttr.get(i64, len(call.block_tensors))
+        attrs["q_block_size"] = IntegerAttr.get(i64, call.block_sizes[0])
+        attrs["kv_block_size"] = IntegerAttr.get(i64, call.block_sizes[1])
+    return operands
+
+
+def import_flex_attention(gni, loc: Location, node: fx.Node):
+    """Emits the flex call for ``node`` into the GraphNodeImporter ``gni``."""
+    cc = gni._cc
+    ops = import_flex_operands(gni, loc, node)
+    call = ops.call
+    q = gni._import_argument(loc, call.query, None)
+    k = gni._import_argument(loc, call.key, None)
+    v = gni._import_argument(loc, call.value, None)
+    with loc:
         flags = []
         for opt in ("OUTPUT_LOGSUMEXP", "OUTPUT_MAX"):
             flags.append(
@@ -254,29 +313,11 @@ def import_flex_attention(gni, loc: Location, node: fx.Node):
         )
     result_types = [cc.value_info_to_type(x) for x in vals]
 
-    attrs = {"score_mod_fn": FlatSymbolRefAttr.get(score_sym, context=gni._c)}
-    if mask_sym is not None:
-        attrs["mask_mod_fn"] = FlatSymbolRefAttr.get(mask_sym, context=gni._c)
-    hq = _head_count(call.query, node, "query")
-    hkv = _head_count(call.key, node, "key")
-    if str(hq) != str(hkv):
-        attrs["enable_gqa"] = BoolAttr.get(True, context=gni._c)
-
-    runtime = [c.node for c in score_caps if isinstance(c, Runtime)]
-    n_score = len(runtime)
-    runtime += [c.node for c in mask_caps if isinstance(c, Runtime)]
-    operands = [q, k, v, scale] + flags
-    if runtime or call.block_tensors:
-        operands += [gni._import_argument(loc, r, None) for r in runtime]
-        operands += [gni._import_argument(loc, t, None) for t in call.block_tensors]
-        i64 = IntegerType.get_signless(64, context=gni._c)
+    attrs = modifier_attrs(gni, node, ops)
+    operands = [q, k, v, ops.scale] + flags
+    if ops.runtime_score or ops.runtime_mask or call.block_tensors:
+        operands += buffer_operands(gni, loc, ops, attrs)
         attrs["name"] = StringAttr.get(CAPTURE_OP, context=gni._c)
-        attrs["num_score_buffers"] = IntegerAttr.get(i64, n_score)
-        attrs["num_mask_buffers"] = IntegerAttr.get(i64, len(runtime) - n_score)
-        if call.block_tensors:
-            attrs["num_block_tensors"] = IntegerAttr.get(i64, len(call.block_tensors))
-            attrs["q_block_size"] = IntegerAttr.get(i64, call.block_sizes[0])
-            attrs["kv_block_size"] = IntegerAttr.get(i64, call.block_sizes[1])
         op_name = "torch.operator"
     else:
         op_name = UPSTREAM_OP

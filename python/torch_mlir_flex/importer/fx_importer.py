@@ -24,6 +24,8 @@ from torch_mlir.dialects import torch as torch_d
 from torch_mlir.extras.fx_importer import FxImporter, FxImporterHooks, GraphNodeImporter
 
 from .block_mask import flex_nodes, strip_block_mask_tensors
+from .hop_layout import layout_of
+from .flex_backward_hop import import_flex_attention_backward
 from .flex_hop import import_flex_attention
 from .closure_captures import inline_scalar_constants, forget_capture_constant_values
 from .custom_ops import custom_op_decompositions
@@ -51,11 +53,35 @@ class FlexGraphNodeImporter(GraphNodeImporter):
     def _import_hop_flex_attention(self, loc, node: fx.Node, hop):
         import_flex_attention(self, loc, node)
 
+    def _import_hop_flex_attention_backward(self, loc, node: fx.Node, hop):
+        import_flex_attention_backward(self, loc, node)
+
+    @property
+    def flex_grad_tuples(self):
+        """getitem(backward call, 3) -> {j: gradient of captured tensor j}."""
+        if not hasattr(self, "_flex_grad_tuples"):
+            self._flex_grad_tuples = {}
+        return self._flex_grad_tuples
+
+    def _import_getitem(self, loc, node: fx.Node):
+        ref, index = node.args
+        if ref in self.flex_grad_tuples:
+            self.bind_node_value(node, self.flex_grad_tuples[ref][index])
+        elif node in self.flex_grad_tuples:
+            pass  # the gradient tuple itself: its items are bound above
+        else:
+            super()._import_getitem(loc, node)
+
 
 def _flex_modifier_targets(graph: fx.Graph) -> Set[str]:
     targets = set()
     for n in flex_nodes(graph):
-        for a in (n.args[3], n.args[4][-1] if isinstance(n.args[4], tuple) else None):
+        lay = layout_of(n)
+        bm = n.args[lay.block_mask]
+        refs = [n.args[lay.score_mod], bm[-1] if isinstance(bm, tuple) else None]
+        if lay.joint is not None:
+            refs.append(n.args[lay.joint])
+        for a in refs:
             if isinstance(a, fx.Node) and a.op == "get_attr":
                 targets.add(a.target)
     return targets

@@ -13,6 +13,7 @@ from typing import Iterator, List, Optional, Tuple
 from torch import fx
 
 from .block_mask import flex_nodes
+from .hop_layout import layout_of
 from .modifiers import _packet
 
 # Ops torch.export cannot decompose inside a modifier (seen with torch 2.13),
@@ -29,8 +30,13 @@ def modifier_submodules(graph: fx.Graph) -> Iterator[Tuple[str, str, fx.GraphMod
     """(kind, attribute name, submodule) of every flex modifier in ``graph``."""
     root = graph.owning_module
     for n in flex_nodes(graph):
-        bm = n.args[4] if len(n.args) > 4 and isinstance(n.args[4], tuple) else ()
-        for kind, a in (("score_mod", n.args[3]), ("mask_mod", bm[-1] if bm else None)):
+        lay = layout_of(n)
+        bm = n.args[lay.block_mask] if len(n.args) > lay.block_mask and \
+            isinstance(n.args[lay.block_mask], tuple) else ()
+        refs = [("score_mod", n.args[lay.score_mod]), ("mask_mod", bm[-1] if bm else None)]
+        if lay.joint is not None:
+            refs.append(("score_mod gradient", n.args[lay.joint]))
+        for kind, a in refs:
             if isinstance(a, fx.Node) and a.op == "get_attr":
                 gm = getattr(root, a.target, None)
                 if isinstance(gm, fx.GraphModule):

@@ -21,7 +21,8 @@ from .errors import FlexImportError, node_where
 
 SCORE = "score"
 MASK = "mask"
-NUM_LEADING = {SCORE: 5, MASK: 4}
+JOINT = "joint"  # the backward's joint graph, outputs flattened by joint.py
+NUM_LEADING = {SCORE: 5, MASK: 4, JOINT: 6}
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,14 @@ def _output_node(gm: fx.GraphModule, kind: str, where: str) -> fx.Node:
             f"scalar (flex_attention {where})."
         )
     return ret
+
+
+def _outputs(gm: fx.GraphModule, kind: str, where: str) -> List[fx.Node]:
+    """The values the modifier function returns (one, or the joint's list)."""
+    if kind != JOINT:
+        return [_output_node(gm, kind, where)]
+    out = [n for n in gm.graph.nodes if n.op == "output"][0]
+    return list(out.args[0])
 
 
 _FILL_TARGETS = {"new_ones", "ones", "full", "scalar_tensor", "ones_like", "full_like", "new_full"}
@@ -171,7 +180,7 @@ class ModifierCache:
                     f"{kind}_mod '{attr_name}' of flex_attention {where}: argument "
                     f"'{ph.name}' is {v!r}, expected a 0-d tensor (score/b/h/q_idx/kv_idx)."
                 )
-        _output_node(gm, kind, where)  # validates the result early
+        _outputs(gm, kind, where)  # validates the result early
         key = (
             gm.code,
             kind,
@@ -201,11 +210,11 @@ class ModifierCache:
         arg_phs = phs[:lead] + [
             ph for ph, c in zip(phs[lead:], captures) if isinstance(c, Runtime)
         ]
-        out = _output_node(gm, kind, where)
+        outs = _outputs(gm, kind, where)
         with imp._c:
             in_types = [cc.node_val_to_type(ph) for ph in arg_phs]
-            ftype = FunctionType.get(in_types, [cc.node_val_to_type(out)])
-            loc = cc.get_node_location(out) or Location.unknown()
+            ftype = FunctionType.get(in_types, [cc.node_val_to_type(o) for o in outs])
+            loc = cc.get_node_location(outs[0]) or Location.unknown()
             with loc:
                 fn = func_dialect.FuncOp(name, ftype, ip=imp._m_ip, visibility="private")
                 block = Block.create_at_start(fn.body, ftype.inputs)
@@ -217,6 +226,6 @@ class ModifierCache:
                 gni.import_constant(loc, ph, c)
         body = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output")]
         gni.import_nodes(body, skip_placeholders_outputs=True)
-        gni.return_node_values(loc, [out], {})
+        gni.return_node_values(loc, outs, {})
         imp.symbol_table.insert(fn)
         imp._graph_module_to_func_name.setdefault(id(gm), name)

@@ -14,10 +14,14 @@ from typing import List, Optional
 
 from torch_mlir.compiler_utils import run_pipeline_with_repro_report
 
+from .flex_backward_hop import BACKWARD_OP
 from .flex_hop import CAPTURE_OP
 
 FLEX_EXTRA_LIBRARY_MLIR = f"""module {{
   func.func @"__torch_mlir_has_value_semantics_fn.{CAPTURE_OP}"() {{
+    return
+  }}
+  func.func @"__torch_mlir_has_value_semantics_fn.{BACKWARD_OP}"() {{
     return
   }}
 }}

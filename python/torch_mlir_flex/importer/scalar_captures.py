@@ -16,6 +16,7 @@ import torch
 from torch import fx
 
 from .block_mask import is_flex_node
+from .hop_layout import layout_of
 
 
 def _val(n):
@@ -28,11 +29,8 @@ def _fake_mode(graph):
     return detect_fake_mode([_val(n) for n in graph.nodes if isinstance(_val(n), torch.Tensor)])
 
 
-# Positions of (score_mod, mask_mod) other buffers and of the modifiers
-# among the HOP's arguments: (q, k, v, score_mod, block_mask, scale,
-# kernel_options, score_mod_other_buffers, mask_mod_other_buffers).
-_SCORE_MOD, _BLOCK_MASK, _SCORE_BUFS, _MASK_BUFS = 3, 4, 7, 8
-_NUM_LEADING = {_SCORE_BUFS: 5, _MASK_BUFS: 4}
+# Leading (score/index) arguments of the modifier the buffers of a slot feed.
+_NUM_LEADING = {"score": 5, "mask": 4}
 
 
 def scalar_captures_to_tensors(gm: fx.GraphModule) -> int:
@@ -44,11 +42,12 @@ def scalar_captures_to_tensors(gm: fx.GraphModule) -> int:
         if not is_flex_node(node):
             continue
         args = list(node.args)
-        for slot in (_SCORE_BUFS, _MASK_BUFS):
+        lay = layout_of(node)
+        for kind, slot in (("score", lay.score_bufs), ("mask", lay.mask_bufs)):
             if slot >= len(args):
                 continue
             bufs = list(args[slot])
-            sub = _modifier(gm, args, slot)
+            sub = _modifier(gm, args, lay, kind)
             changed = False
             for i, b in enumerate(bufs):
                 if not isinstance(b, fx.Node) or not isinstance(_val(b), torch.SymInt):
@@ -63,7 +62,7 @@ def scalar_captures_to_tensors(gm: fx.GraphModule) -> int:
                 bufs[i] = t
                 changed = True
                 if sub is not None:
-                    _placeholder_to_tensor(sub, _NUM_LEADING[slot] + i, fake_mode)
+                    _placeholder_to_tensor(sub, _NUM_LEADING[kind] + i, fake_mode)
                 done += 1
             if changed:
                 args[slot] = tuple(bufs)
@@ -73,9 +72,9 @@ def scalar_captures_to_tensors(gm: fx.GraphModule) -> int:
     return done
 
 
-def _modifier(gm, args, slot):
-    """The modifier submodule whose placeholders the buffers of `slot` feed."""
-    ref = args[_SCORE_MOD] if slot == _SCORE_BUFS else args[_BLOCK_MASK][-1]
+def _modifier(gm, args, lay, kind):
+    """The modifier submodule whose placeholders the `kind` buffers feed."""
+    ref = args[lay.score_mod] if kind == "score" else args[lay.block_mask][-1]
     if isinstance(ref, fx.Node) and ref.op == "get_attr":
         return getattr(gm, ref.target, None)
     return None

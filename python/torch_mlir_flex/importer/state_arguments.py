@@ -22,9 +22,9 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
 from .block_mask import is_flex_node
+from .hop_layout import layout_of
 
 # flex_attention HOP arguments 7 and 8: the score_mod and mask_mod buffers.
-_MODIFIER_BUFFER_ARGS = (7, 8)
 
 
 def modifier_captures(graph: fx.Graph) -> set:
@@ -33,7 +33,8 @@ def modifier_captures(graph: fx.Graph) -> set:
     for node in graph.nodes:
         if not is_flex_node(node):
             continue
-        for i in _MODIFIER_BUFFER_ARGS:
+        lay = layout_of(node)
+        for i in (lay.score_bufs, lay.mask_bufs):
             if i < len(node.args):
                 for a in node.args[i] or ():
                     if isinstance(a, fx.Node) and a.op == "placeholder":

@@ -424,7 +424,7 @@ func.func @uncaptured_query(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8xf32>, 
 // -----
 
 func.func @yield_outside() {
-  // expected-error @+1 {{'flex.yield' op expects parent op to be one of 'flex.attention, flex.online_attention'}}
+  // expected-error @+1 {{'flex.yield' op expects parent op to be one of 'flex.attention, flex.online_attention, flex.attention_backward'}}
   flex.yield
   return
 }

@@ -118,14 +118,17 @@ def test_unsupported_graph_falls_back_with_warning(fresh):
     assert len(warned) == 1 and "eager PyTorch" in warned[0] and "kthvalue" in warned[0], warned
 
 
-def test_training_mode_falls_back(fresh):
+def test_training_mode_compiles_forward_and_backward(fresh):
+    """Grad mode on and parameters that require grad: AOTAutograd's forward
+    and backward graphs are both ours (docs/training.md)."""
     delta, warned = fresh
     model = torch.nn.Linear(8, 8)
     x = torch.randn(2, 8)
-    out = torch.compile(model, backend="torch_mlir_flex")(x)  # grad mode on
-    out.sum().backward()  # eager graph: autograd still works
-    assert model.weight.grad is not None
-    assert delta("eager") == 1 and "inference only" in warned[0]
+    out = torch.compile(model, backend="torch_mlir_flex")(x)
+    out.sum().backward()
+    torch.testing.assert_close(model.weight.grad, torch.ones(8, 1) * x.sum(0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(model.bias.grad, torch.full((8,), 2.0))
+    assert delta("forward") == 1 and delta("backward") == 1 and delta("eager") == 0, warned
 
 
 def test_new_shape_with_dynamic_false_recompiles(fresh):

@@ -26,7 +26,7 @@ static bool sameExtent(int64_t a, int64_t b) {
 
 /// Checks one (num_blocks, indices) pair: ranks 3 / 4, integer elements,
 /// matching [Bb, Hb, MB].
-static LogicalResult verifyPair(AttentionOp op, Value num, Value idx,
+static LogicalResult verifyPair(BlockTensorOperands op, Value num, Value idx,
                                 StringRef numName, StringRef idxName) {
   auto numTy = dyn_cast<ShapedType>(num.getType());
   auto idxTy = dyn_cast<ShapedType>(idx.getType());
@@ -56,7 +56,7 @@ static LogicalResult verifyPair(AttentionOp op, Value num, Value idx,
 
 /// Checks [Bb, Hb, MB] of the kv_num_blocks type `t` against the query
 /// (untiled ops only: a tile reads the whole block tensors).
-static LogicalResult verifyAgainstQuery(AttentionOp op, ShapedType t,
+static LogicalResult verifyAgainstQuery(BlockTensorOperands op, ShapedType t,
                                         ArrayRef<int64_t> sizes) {
   ArrayRef<int64_t> qs = op.getQueryType().getShape();
   for (auto [d, name] : {std::pair<int, StringRef>(0, "batch"), {1, "head"}})
@@ -72,7 +72,7 @@ static LogicalResult verifyAgainstQuery(AttentionOp op, ShapedType t,
   return success();
 }
 
-LogicalResult mlir::flex::verifyBlockTensors(AttentionOp op) {
+LogicalResult mlir::flex::verifyBlockTensors(BlockTensorOperands op) {
   Value num = op.getKvNumBlocks(), idx = op.getKvIndices();
   Value fullNum = op.getFullKvNumBlocks(), fullIdx = op.getFullKvIndices();
   std::optional<ArrayRef<int64_t>> sizes = op.getBlockSizes();
@@ -152,9 +152,9 @@ static Value broadcastIndex(OpBuilder &b, Location loc, Value src, int64_t d,
   return arith::SelectOp::create(b, loc, isOne, cIndex(b, loc, 0), i);
 }
 
-BlockRow mlir::flex::emitBlockRow(OpBuilder &b, Location loc, AttentionOp op,
-                                  Value batch, Value head, Value qBlock,
-                                  bool full) {
+BlockRow mlir::flex::emitBlockRow(OpBuilder &b, Location loc,
+                                  BlockTensorOperands op, Value batch,
+                                  Value head, Value qBlock, bool full) {
   BlockRow r;
   Value num = full ? op.getFullKvNumBlocks() : op.getKvNumBlocks();
   r.indices = full ? op.getFullKvIndices() : op.getKvIndices();
@@ -208,7 +208,7 @@ static Value listContains(OpBuilder &b, Location loc, const BlockRow &row,
 }
 
 BlockStatus mlir::flex::emitBlockStatus(OpBuilder &b, Location loc,
-                                        AttentionOp op, Value batch,
+                                        BlockTensorOperands op, Value batch,
                                         Value head, Value qBlock,
                                         Value kvBlock) {
   BlockStatus status;
@@ -225,9 +225,9 @@ BlockStatus mlir::flex::emitBlockStatus(OpBuilder &b, Location loc,
 }
 
 BlockStatus mlir::flex::emitPointBlockStatus(OpBuilder &b, Location loc,
-                                             AttentionOp op, Value batch,
-                                             Value head, Value qIdx,
-                                             Value kvIdx) {
+                                             BlockTensorOperands op,
+                                             Value batch, Value head,
+                                             Value qIdx, Value kvIdx) {
   ArrayRef<int64_t> sizes = *op.getBlockSizes();
   Value qBlock =
       arith::DivUIOp::create(b, loc, qIdx, cIndex(b, loc, sizes[0]));
@@ -242,6 +242,20 @@ Value mlir::flex::combineBlockStatus(OpBuilder &b, Location loc,
   if (maskKeep)
     keep = arith::AndIOp::create(b, loc, keep, maskKeep);
   return arith::OrIOp::create(b, loc, status.full, keep);
+}
+
+Value mlir::flex::emitKeep(OpBuilder &b, Location loc, BlockTensorOperands op,
+                          Region &maskMod, ValueRange global, Value kvIdx) {
+  Value keep;
+  if (!maskMod.empty())
+    keep = inlineModifier(b, maskMod, {global[0], global[1], global[2], kvIdx});
+  if (op.hasBlockTensors())
+    keep = combineBlockStatus(
+        b, loc,
+        emitPointBlockStatus(b, loc, op, global[0], global[1], global[2],
+                             kvIdx),
+        keep);
+  return keep;
 }
 
 //===----------------------------------------------------------------------===//
@@ -279,7 +293,8 @@ static void checkCounts(OpBuilder &b, Location loc, Value num, Value idx,
 
 /// flex.check of the shape rules the verifier could not decide statically
 /// (dynamic extents): batch/head extents 1 or equal, MB * QBS >= M.
-static void checkDynamicExtents(OpBuilder &b, Location loc, AttentionOp op) {
+static void checkDynamicExtents(OpBuilder &b, Location loc,
+                                BlockTensorOperands op) {
   Value num = op.getKvNumBlocks(), q = op.getQuery();
   auto numTy = cast<ShapedType>(num.getType());
   auto qTy = op.getQueryType();
@@ -312,12 +327,12 @@ static void checkDynamicExtents(OpBuilder &b, Location loc, AttentionOp op) {
                              asI64(b, loc, m)});
 }
 
-void mlir::flex::emitBlockTensorChecks(OpBuilder &b, AttentionOp op) {
+void mlir::flex::emitBlockTensorChecks(OpBuilder &b, BlockTensorOperands op) {
   if (!op.hasBlockTensors() || !op.hasTensorSemantics())
     return;
   Location loc = op.getLoc();
   OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPoint(op);
+  b.setInsertionPoint(op.getOperation());
   if (op.getOffsets().empty())
     checkDynamicExtents(b, loc, op);
   checkCounts(b, loc, op.getKvNumBlocks(), op.getKvIndices(),

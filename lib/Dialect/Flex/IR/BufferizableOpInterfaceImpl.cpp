@@ -1,11 +1,14 @@
-//===- BufferizableOpInterfaceImpl.cpp - bufferization of flex.attention --===//
+//===- BufferizableOpInterfaceImpl.cpp - bufferization of flex ops -------===//
 //
-// Destination-passing bufferization: each init (output, logsumexp,
-// max_scores) aliases its result; query, key, value, captures and the block
-// tensors are read.
-// Inits are written before they are read, so they need no copy of their
-// initial contents. Region bodies are moved unchanged: their tensor.extract
-// of captures are bufferized by One-Shot Bufferize like any other op.
+// Destination-passing bufferization of flex.attention and
+// flex.attention_backward: each init (output, logsumexp, max_scores; the
+// gradients) aliases its result; every other shaped operand (inputs,
+// captures, block tensors) is read.
+// flex.attention writes its inits before reading them, so they need no copy
+// of their initial contents; flex.attention_backward accumulates into its
+// inits, which are therefore also read.
+// Region bodies are moved unchanged: their tensor.extract of captures are
+// bufferized by One-Shot Bufferize like any other op.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/BufferizableOpInterfaceImpl.h"
@@ -19,70 +22,61 @@ using namespace mlir::bufferization;
 using namespace mlir::flex;
 
 namespace {
-struct AttentionOpBufferization
-    : public BufferizableOpInterface::ExternalModel<AttentionOpBufferization,
-                                                    AttentionOp> {
+/// `readsInits`: whether the op reads the initial contents of its inits.
+template <typename OpTy, bool readsInits>
+struct DpsOpBufferization
+    : public BufferizableOpInterface::ExternalModel<
+          DpsOpBufferization<OpTy, readsInits>, OpTy> {
   bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
                               const AnalysisState &) const {
-    return !cast<AttentionOp>(op).isDpsInit(&operand);
+    return readsInits || !cast<OpTy>(op).isDpsInit(&operand);
   }
 
   bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
                                const AnalysisState &) const {
-    return cast<AttentionOp>(op).isDpsInit(&operand);
+    return cast<OpTy>(op).isDpsInit(&operand);
   }
 
   AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
                                       const AnalysisState &) const {
-    auto attn = cast<AttentionOp>(op);
-    if (!attn.isDpsInit(&operand))
+    auto dps = cast<OpTy>(op);
+    if (!dps.isDpsInit(&operand))
       return {};
-    return {{attn.getTiedOpResult(&operand), BufferRelation::Equivalent}};
+    return {{dps.getTiedOpResult(&operand), BufferRelation::Equivalent}};
   }
 
+  /// The same op on the buffers of its tensor operands, without results,
+  /// with the regions moved over.
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
-    auto attn = cast<AttentionOp>(op);
+    auto dps = cast<OpTy>(op);
     OpBuilder::InsertionGuard g(rewriter);
     rewriter.setInsertionPoint(op);
-    auto buf = [&](Value v) -> FailureOr<Value> {
-      if (!v || !isa<TensorType>(v.getType()))
-        return v;
-      return getBuffer(rewriter, v, options, state);
-    };
-    SmallVector<Value> captures;
-    for (Value c : attn.getCaptures()) {
-      FailureOr<Value> b = buf(c);
-      if (failed(b))
+    SmallVector<Value> operands;
+    for (Value v : op->getOperands()) {
+      if (!isa<TensorType>(v.getType())) {
+        operands.push_back(v);
+        continue;
+      }
+      FailureOr<Value> buf = getBuffer(rewriter, v, options, state);
+      if (failed(buf))
         return failure();
-      captures.push_back(*b);
+      operands.push_back(*buf);
     }
-    FailureOr<Value> q = buf(attn.getQuery()), k = buf(attn.getKey()),
-                     v = buf(attn.getValue()), o = buf(attn.getOutput()),
-                     l = buf(attn.getLogsumexp()),
-                     m = buf(attn.getMaxScores());
-    FailureOr<Value> kvn = buf(attn.getKvNumBlocks()),
-                     kvi = buf(attn.getKvIndices()),
-                     fkvn = buf(attn.getFullKvNumBlocks()),
-                     fkvi = buf(attn.getFullKvIndices());
-    if (failed(q) || failed(k) || failed(v) || failed(o) || failed(l) ||
-        failed(m) || failed(kvn) || failed(kvi) || failed(fkvn) ||
-        failed(fkvi))
-      return failure();
-    auto newOp = AttentionOp::create(
-        rewriter, op->getLoc(), TypeRange{}, *q, *k, *v, captures,
-        attn.getOffsets(), *kvn, *kvi, *fkvn, *fkvi, *o, *l, *m,
-        attn.getScaleAttr(), attn.getKvGroupSizeAttr(),
-        attn.getBlockSizesAttr());
-    rewriter.inlineRegionBefore(attn.getScoreMod(), newOp.getScoreMod(),
-                                newOp.getScoreMod().end());
-    rewriter.inlineRegionBefore(attn.getMaskMod(), newOp.getMaskMod(),
-                                newOp.getMaskMod().end());
+    OperationState newState(op->getLoc(), op->getName(), operands,
+                            TypeRange{},
+                            op->getDiscardableAttrDictionary().getValue());
+    newState.propertiesAttr = op->getPropertiesAsAttribute();
+    for (unsigned i = 0, e = op->getNumRegions(); i < e; ++i)
+      newState.addRegion();
+    Operation *newOp = rewriter.create(newState);
+    for (auto [from, to] :
+         llvm::zip_equal(op->getRegions(), newOp->getRegions()))
+      rewriter.inlineRegionBefore(from, to, to.end());
     SmallVector<Value> replacements;
-    for (Value init : {*o, *l, *m})
-      if (init)
-        replacements.push_back(init);
+    for (OpOperand &init : dps.getDpsInitsMutable())
+      replacements.push_back(operands[init.getOperandNumber()]);
     replaceOpWithBufferizedValues(rewriter, op, replacements);
     return success();
   }
@@ -92,6 +86,9 @@ struct AttentionOpBufferization
 void mlir::flex::registerBufferizableOpInterfaceExternalModels(
     DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, FlexDialect *) {
-    AttentionOp::attachInterface<AttentionOpBufferization>(*ctx);
+    AttentionOp::attachInterface<
+        DpsOpBufferization<AttentionOp, /*readsInits=*/false>>(*ctx);
+    AttentionBackwardOp::attachInterface<
+        DpsOpBufferization<AttentionBackwardOp, /*readsInits=*/true>>(*ctx);
   });
 }

@@ -4,7 +4,8 @@
 // and the per-point score computation shared by every lowering.
 //
 //===----------------------------------------------------------------------===//
-#include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+#include "AttentionCommon.h"
+
 #include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 
 #include "mlir/IR/IRMapping.h"
@@ -14,33 +15,7 @@
 
 using namespace mlir;
 using namespace mlir::flex;
-
-//===----------------------------------------------------------------------===//
-// Small helpers
-//===----------------------------------------------------------------------===//
-
-static std::string shapeStr(ArrayRef<int64_t> shape) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << "[";
-  llvm::interleaveComma(shape, os, [&](int64_t d) {
-    if (ShapedType::isDynamic(d))
-      os << "?";
-    else
-      os << d;
-  });
-  os << "]";
-  return s;
-}
-
-/// True when two extents may be equal (either is dynamic or both match).
-static bool compatible(int64_t a, int64_t b) {
-  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
-}
-
-static bool isSupportedElementType(Type t) {
-  return t.isF32() || t.isF16() || t.isBF16();
-}
+using namespace mlir::flex::attn;
 
 //===----------------------------------------------------------------------===//
 // AttentionOp
@@ -55,16 +30,11 @@ MutableOperandRange AttentionOp::getDpsInitsMutable() {
 }
 
 bool AttentionOp::hasTensorSemantics() {
-  return llvm::all_of(getOperation()->getOperands(), [](Value v) {
-    return !isa<ShapedType>(v.getType()) || isa<RankedTensorType>(v.getType());
-  });
+  return attn::hasTensorSemantics(getOperation());
 }
 
 bool AttentionOp::hasBufferSemantics() {
-  return getNumResults() == 0 &&
-         llvm::all_of(getOperation()->getOperands(), [](Value v) {
-           return !isa<ShapedType>(v.getType()) || isa<MemRefType>(v.getType());
-         });
+  return attn::hasBufferSemantics(getOperation());
 }
 
 int64_t AttentionOp::getGroupSize() {
@@ -80,76 +50,34 @@ int64_t AttentionOp::getGroupSize() {
 void AttentionOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
-  for (OpOperand &operand : getOperation()->getOpOperands()) {
-    if (!isa<MemRefType>(operand.get().getType()))
-      continue;
-    if (isDpsInit(&operand)) {
-      effects.emplace_back(MemoryEffects::Write::get(), &operand,
-                           SideEffects::DefaultResource::get());
-      continue;
-    }
-    effects.emplace_back(MemoryEffects::Read::get(), &operand,
-                         SideEffects::DefaultResource::get());
-  }
+  getShapedOperandEffects(*this, effects);
 }
 
 LogicalResult AttentionOp::verify() {
-  auto checkRank = [&](Value v, StringRef name, int64_t rank) -> LogicalResult {
-    auto t = dyn_cast<ShapedType>(v.getType());
-    if (!t || !t.hasRank() || t.getRank() != rank)
-      return emitOpError() << "expected " << name << " to be ranked with rank "
-                           << rank << ", got " << v.getType();
-    return success();
-  };
-  if (failed(checkRank(getQuery(), "query", 4)) ||
-      failed(checkRank(getKey(), "key", 4)) ||
-      failed(checkRank(getValue(), "value", 4)) ||
-      failed(checkRank(getOutput(), "output", 4)))
+  Operation *op = getOperation();
+  if (failed(verifyRank(op, getQuery(), "query", 4)) ||
+      failed(verifyRank(op, getKey(), "key", 4)) ||
+      failed(verifyRank(op, getValue(), "value", 4)) ||
+      failed(verifyRank(op, getOutput(), "output", 4)))
     return failure();
-  if (getLogsumexp() && failed(checkRank(getLogsumexp(), "logsumexp", 3)))
+  if (getLogsumexp() && failed(verifyRank(op, getLogsumexp(), "logsumexp", 3)))
     return failure();
-  if (getMaxScores() && failed(checkRank(getMaxScores(), "max_scores", 3)))
+  if (getMaxScores() &&
+      failed(verifyRank(op, getMaxScores(), "max_scores", 3)))
     return failure();
-
   bool allTensors = hasTensorSemantics();
-  bool allMemrefs = llvm::all_of(getOperation()->getOperands(), [](Value v) {
-    return !isa<ShapedType>(v.getType()) || isa<MemRefType>(v.getType());
-  });
-  if (!allTensors && !allMemrefs)
-    return emitOpError("expected all shaped operands to be ranked tensors or "
-                       "all to be memrefs");
+  if (failed(verifyShapedKinds(op)) ||
+      failed(verifyQueryKeyValue(op, getQuery(), getKey(), getValue())))
+    return failure();
 
   ShapedType q = getQueryType(), k = getKeyType(), v = getValueType(),
              o = getOutputType();
   Type elt = q.getElementType();
-  if (!isSupportedElementType(elt))
-    return emitOpError() << "unsupported query element type " << elt
-                         << "; expected f32, f16 or bf16";
-  if (k.getElementType() != elt || v.getElementType() != elt)
-    return emitOpError() << "expected key and value element types ("
-                         << k.getElementType() << ", " << v.getElementType()
-                         << ") to match the query element type " << elt;
   if (o.getElementType() != elt)
     return emitOpError() << "expected output element type "
                          << o.getElementType()
                          << " to match the query element type " << elt;
-
   ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape(), vs = v.getShape();
-  // Batch: key batch is B or 1 (broadcast).
-  if (!compatible(ks[0], qs[0]) && ks[0] != 1)
-    return emitOpError() << "key batch size " << ks[0]
-                         << " must equal the query batch size " << qs[0]
-                         << " or be 1";
-  if (!compatible(ks[0], vs[0]) || !compatible(ks[1], vs[1]))
-    return emitOpError() << "key " << shapeStr(ks) << " and value "
-                         << shapeStr(vs)
-                         << " must agree on batch and head dimensions";
-  if (!compatible(ks[2], vs[2]))
-    return emitOpError() << "key sequence length N = " << ks[2]
-                         << " differs from value sequence length " << vs[2];
-  if (!compatible(qs[3], ks[3]))
-    return emitOpError() << "query head dim E = " << qs[3]
-                         << " differs from key head dim " << ks[3];
   // GQA ratio.
   if (std::optional<int64_t> g = getKvGroupSize()) {
     if (*g <= 0)
@@ -169,11 +97,8 @@ LogicalResult AttentionOp::verify() {
                << " to key/value head " << lastHead / *g
                << ", but key/value have Hkv = " << ks[1] << " heads";
     }
-  } else if (!ShapedType::isDynamic(qs[1]) && !ShapedType::isDynamic(ks[1])) {
-    if (ks[1] <= 0 || qs[1] % ks[1] != 0)
-      return emitOpError() << "query heads Hq = " << qs[1]
-                           << " must be a multiple of key/value heads Hkv = "
-                           << ks[1];
+  } else if (failed(verifyHeadRatio(op, qs[1], ks[1]))) {
+    return failure();
   }
   // Output shape [B, Hq, M, Ev].
   SmallVector<int64_t> expected = {qs[0], qs[1], qs[2], vs[3]};
@@ -205,21 +130,7 @@ LogicalResult AttentionOp::verify() {
                          << getOffsets().size();
   if (failed(verifyBlockTensors(*this)))
     return failure();
-  // Results.
-  if (allTensors) {
-    if (getNumResults() != getNumDpsInits())
-      return emitOpError() << "expected " << getNumDpsInits()
-                           << " results (one per init), got "
-                           << getNumResults();
-    for (auto [res, init] : llvm::zip_equal(getResults(), getDpsInits()))
-      if (res.getType() != init.getType())
-        return emitOpError() << "result type " << res.getType()
-                             << " differs from its init type "
-                             << init.getType();
-  } else if (getNumResults() != 0) {
-    return emitOpError("expected no results when operating on memrefs");
-  }
-  return success();
+  return verifyDpsResults(*this, allTensors);
 }
 
 /// Checks that `region` has the block arguments `argTypes` and yields one
@@ -260,9 +171,15 @@ LogicalResult mlir::flex::verifyModifierRegions(Operation *op,
   // Tensors read inside a region must be declared captures.
   if (!checkCaptures)
     return success();
+  return verifyCapturedUses(op, {&scoreMod, &maskMod}, captureRange);
+}
+
+LogicalResult mlir::flex::verifyCapturedUses(Operation *op,
+                                             ArrayRef<Region *> regions,
+                                             ValueRange captureRange) {
   llvm::SmallPtrSet<Value, 4> captures(captureRange.begin(),
                                        captureRange.end());
-  for (Region *region : {&scoreMod, &maskMod}) {
+  for (Region *region : regions) {
     WalkResult r = region->walk([&](Operation *inner) {
       for (Value operand : inner->getOperands()) {
         if (!isa<ShapedType>(operand.getType()))
@@ -289,15 +206,22 @@ LogicalResult AttentionOp::verifyRegions() {
                                getCaptures(), hasTensorSemantics());
 }
 
-Value mlir::flex::inlineModifier(OpBuilder &b, Region &region,
-                                 ValueRange args) {
+SmallVector<Value> mlir::flex::inlineRegion(OpBuilder &b, Region &region,
+                                            ValueRange args) {
   IRMapping map;
   Block &block = region.front();
   map.map(block.getArguments(), args);
   for (Operation &op : block.without_terminator())
     b.clone(op, map);
-  return map.lookupOrDefault(
-      cast<YieldOp>(block.getTerminator()).getValues()[0]);
+  SmallVector<Value> results;
+  for (Value v : cast<YieldOp>(block.getTerminator()).getValues())
+    results.push_back(map.lookupOrDefault(v));
+  return results;
+}
+
+Value mlir::flex::inlineModifier(OpBuilder &b, Region &region,
+                                 ValueRange args) {
+  return inlineRegion(b, region, args)[0];
 }
 
 Value AttentionOp::emitModifiedScore(OpBuilder &b, Location loc,
@@ -308,25 +232,11 @@ Value AttentionOp::emitModifiedScore(OpBuilder &b, Location loc,
     for (auto [g, off] : llvm::zip_equal(global, getOffsets()))
       g = arith::AddIOp::create(b, loc, g, off);
 
-  auto inlineRegion = [&](Region &region, ValueRange args) {
-    return inlineModifier(b, region, args);
-  };
-
   Value score = rawScore;
   if (hasScoreMod())
-    score = inlineRegion(getScoreMod(),
-                         {rawScore, global[0], global[1], global[2], kvIdx});
-  if (hasMaskMod() || hasBlockTensors()) {
-    Value keep;
-    if (hasMaskMod())
-      keep =
-          inlineRegion(getMaskMod(), {global[0], global[1], global[2], kvIdx});
-    if (hasBlockTensors())
-      keep = combineBlockStatus(
-          b, loc,
-          emitPointBlockStatus(b, loc, *this, global[0], global[1], global[2],
-                               kvIdx),
-          keep);
+    score = inlineModifier(b, getScoreMod(),
+                           {rawScore, global[0], global[1], global[2], kvIdx});
+  if (Value keep = emitKeep(b, loc, *this, getMaskMod(), global, kvIdx)) {
     Value negInf = arith::ConstantOp::create(
         b, loc, b.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
     score = arith::SelectOp::create(b, loc, keep, score, negInf);

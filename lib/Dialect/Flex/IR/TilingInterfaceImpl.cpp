@@ -6,7 +6,7 @@
 // numerically safe reference (per-row online softmax in f32).
 //
 //===----------------------------------------------------------------------===//
-#include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+#include "AttentionCommon.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -18,52 +18,9 @@
 
 using namespace mlir;
 using namespace mlir::flex;
+using namespace mlir::flex::attn;
 
 enum { kB = 0, kH = 1, kM = 2, kN = 3, kEv = 4 };
-
-static OpFoldResult dimOf(OpBuilder &b, Location loc, Value v, int64_t d) {
-  auto t = cast<ShapedType>(v.getType());
-  if (!t.isDynamicDim(d))
-    return b.getIndexAttr(t.getDimSize(d));
-  if (isa<RankedTensorType>(t))
-    return tensor::DimOp::create(b, loc, v, d).getResult();
-  return memref::DimOp::create(b, loc, v, d).getResult();
-}
-
-static Value slice(OpBuilder &b, Location loc, Value v,
-                   ArrayRef<OpFoldResult> offsets,
-                   ArrayRef<OpFoldResult> sizes) {
-  SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
-  if (isa<RankedTensorType>(v.getType()))
-    return tensor::ExtractSliceOp::create(b, loc, v, offsets, sizes, strides);
-  return memref::SubViewOp::create(b, loc, v, offsets, sizes, strides);
-}
-
-/// True when `size` is the whole extent `full` of dimension `d` of `src`:
-/// equal constants/values, or a `dim` op of `src` at `d` (getIterationDomain
-/// and getTiledImplementation each create their own dim op).
-static bool isFullExtent(OpFoldResult size, OpFoldResult full, Value src,
-                         int64_t d) {
-  if (isEqualConstantIntOrValue(size, full))
-    return true;
-  auto v = dyn_cast<Value>(size);
-  if (!v)
-    return false;
-  Value dimSrc;
-  std::optional<int64_t> idx;
-  if (auto op = v.getDefiningOp<tensor::DimOp>()) {
-    dimSrc = op.getSource();
-    idx = op.getConstantIndex();
-  } else if (auto op = v.getDefiningOp<memref::DimOp>()) {
-    dimSrc = op.getSource();
-    idx = op.getConstantIndex();
-  }
-  return dimSrc && dimSrc == src && idx == d;
-}
-
-static Value toValue(OpBuilder &b, Location loc, OpFoldResult ofr) {
-  return getValueOrCreateConstantIndexOp(b, loc, ofr);
-}
 
 SmallVector<utils::IteratorType> AttentionOp::getLoopIteratorTypes() {
   using utils::IteratorType;
@@ -229,14 +186,6 @@ AttentionOp::generateResultTileValue(OpBuilder &b, unsigned resultNumber,
 // Scalar reference
 //===----------------------------------------------------------------------===//
 
-static Value loadF32(OpBuilder &b, Location loc, Value memref,
-                     ValueRange idx) {
-  Value x = memref::LoadOp::create(b, loc, memref, idx);
-  if (!x.getType().isF32())
-    x = arith::ExtFOp::create(b, loc, b.getF32Type(), x);
-  return x;
-}
-
 LogicalResult AttentionOp::generateScalarImplementation(OpBuilder &b,
                                                         Location loc,
                                                         ValueRange ivs) {
@@ -259,28 +208,16 @@ LogicalResult AttentionOp::generateScalarImplementation(OpBuilder &b,
   Value Ev = toValue(b, loc, dimOf(b, loc, getValue(), 3));
 
   // KV batch: broadcast when the key batch is 1.
-  Value kb = bi;
-  int64_t bkv = getKeyType().getDimSize(0);
-  if (bkv == 1) {
-    kb = c0;
-  } else if (ShapedType::isDynamic(bkv)) {
-    Value bk = memref::DimOp::create(b, loc, getKey(), 0);
-    Value isOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, bk, c1);
-    kb = arith::SelectOp::create(b, loc, isOne, c0, bi);
-  }
+  Value kb = emitKvBatch(b, loc, getKey(), bi, c0, c1);
   // KV head: (h_off + h) / G.
   Value hg = hi;
   if (!getOffsets().empty())
     hg = arith::AddIOp::create(b, loc, hg, getOffsets()[1]);
-  Value G;
-  if (getKvGroupSize() || (!getQueryType().isDynamicDim(1) &&
-                           !getKeyType().isDynamicDim(1))) {
-    G = arith::ConstantIndexOp::create(b, loc, getGroupSize());
-  } else {
-    Value hq = memref::DimOp::create(b, loc, getQuery(), 1);
-    Value hkv = memref::DimOp::create(b, loc, getKey(), 1);
-    G = arith::DivUIOp::create(b, loc, hq, hkv);
-  }
+  std::optional<int64_t> staticG;
+  if (getKvGroupSize() ||
+      (!getQueryType().isDynamicDim(1) && !getKeyType().isDynamicDim(1)))
+    staticG = getGroupSize();
+  Value G = emitGroupSize(b, loc, getQuery(), getKey(), staticG);
   Value kh = arith::DivUIOp::create(b, loc, hg, G);
 
   float negInfF = -std::numeric_limits<float>::infinity();

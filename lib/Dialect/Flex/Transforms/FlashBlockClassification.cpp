@@ -15,9 +15,14 @@ using namespace mlir::flex;
 
 StringRef mlir::flex::blockClassificationKind(AttentionOp op,
                                               const FlashConfig &cfg) {
-  if (!cfg.blockSparsity || !op.hasMaskMod())
+  return blockClassificationKind(op.getMaskMod(), cfg);
+}
+
+StringRef mlir::flex::blockClassificationKind(Region &maskMod,
+                                              const FlashConfig &cfg) {
+  if (!cfg.blockSparsity || maskMod.empty())
     return "none";
-  if (isIntervalAnalyzableMask(op.getMaskMod()))
+  if (isIntervalAnalyzableMask(maskMod))
     return "interval";
   return cfg.denseClassify ? "dense" : "none";
 }
@@ -26,7 +31,7 @@ StringRef mlir::flex::blockClassificationKind(AttentionOp op,
 /// (of each head) repeat the last row, keys past kv_len are neither kept nor
 /// a reason for "not all".
 static BlockClass denseClassification(OpBuilder &b, Location loc,
-                                      AttentionOp op, const BlockBox &box) {
+                                      Region &maskMod, const BlockBox &box) {
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
   Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   Value f = arith::ConstantIntOp::create(b, loc, 0, 1);
@@ -52,7 +57,7 @@ static BlockClass denseClassification(OpBuilder &b, Location loc,
             rowIt, [&](OpBuilder &kb, Location kl, Value j, ValueRange it) {
               Value n = arith::AddIOp::create(kb, kl, box.nLo, j);
               Value gn = arith::MinSIOp::create(kb, kl, n, lastKey);
-              Value keep = inlineModifier(kb, op.getMaskMod(),
+              Value keep = inlineModifier(kb, maskMod,
                                           {box.b, h, gm, gn});
               Value valid = arith::CmpIOp::create(
                   kb, kl, arith::CmpIPredicate::slt, n, box.kvLen);
@@ -71,15 +76,21 @@ static BlockClass denseClassification(OpBuilder &b, Location loc,
 BlockClass mlir::flex::classifyBlock(OpBuilder &b, Location loc,
                                      AttentionOp op, StringRef kind,
                                      const BlockBox &box) {
+  return classifyBlock(b, loc, op.getMaskMod(), kind, box);
+}
+
+BlockClass mlir::flex::classifyBlock(OpBuilder &b, Location loc,
+                                     Region &maskMod, StringRef kind,
+                                     const BlockBox &box) {
   if (kind == "interval") {
     auto [allTrue, allFalse] =
-        emitMaskBounds(b, loc, op.getMaskMod(),
+        emitMaskBounds(b, loc, maskMod,
                        {{box.b, box.b}, {box.hLo, box.hHi}, {box.mLo, box.mHi},
                         {box.nLo, box.nHi}});
     Value t = arith::ConstantIntOp::create(b, loc, 1, 1);
     return {arith::XOrIOp::create(b, loc, allFalse, t), allTrue};
   }
   if (kind == "dense")
-    return denseClassification(b, loc, op, box);
+    return denseClassification(b, loc, maskMod, box);
   return {};
 }

@@ -35,8 +35,9 @@ static Value toF32(OpBuilder &b, Location loc, Value x) {
 
 /// dest[m, j] += lhs[m, k] * rhs(k, j) over (m, k, j); `rhsMap` indexes rhs
 /// by (d0, d1, d2) = (m, k, j).
-static Value genericContraction(OpBuilder &b, Location loc, Value lhs,
-                                Value rhs, AffineMap rhsMap, Value dest) {
+Value mlir::flex::buildGenericContraction(OpBuilder &b, Location loc,
+                                         Value lhs, Value rhs, AffineMap rhsMap,
+                                         Value dest) {
   MLIRContext *ctx = b.getContext();
   AffineExpr d0 = getAffineDimExpr(0, ctx), d1 = getAffineDimExpr(1, ctx),
              d2 = getAffineDimExpr(2, ctx);
@@ -123,7 +124,7 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
   Value s0 = linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{s})
                  .getResult(0);
-  return genericContraction(b, loc, q, k, kMap, s0);
+  return buildGenericContraction(b, loc, q, k, kMap, s0);
 }
 
 bool mlir::flex::qkTileAppliesScale(OnlineAttentionOp op,
@@ -156,6 +157,6 @@ Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,
           })
           .getResult(0);
   AffineExpr d1 = getAffineDimExpr(1, ctx), d2 = getAffineDimExpr(2, ctx);
-  return genericContraction(b, loc, p, v, AffineMap::get(3, 0, {d1, d2}, ctx),
+  return buildGenericContraction(b, loc, p, v, AffineMap::get(3, 0, {d1, d2}, ctx),
                             scaled);
 }

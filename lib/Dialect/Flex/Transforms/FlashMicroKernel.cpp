@@ -96,16 +96,20 @@ SmallVector<Value> initialRows(OpBuilder &b, Location loc,
                                Value mb, Value col, int64_t R, int64_t n,
                                int64_t pw, Value zero) {
   auto vt = VectorType::get({pw}, b.getF32Type());
-  if (!t.rowScale)
+  if (!t.rowScale && !t.accumulate)
     return SmallVector<Value>(R * (n / pw), zero);
   SmallVector<Value> init;
   for (int64_t r = 0; r < R; ++r) {
     Value row = plusIndex(b, loc, mb, r);
-    Value s = tensor::ExtractOp::create(b, loc, t.rowScale, ValueRange{row});
-    Value bs = vector::BroadcastOp::create(b, loc, vt, s);
+    Value bs;
+    if (t.rowScale) {
+      Value s = tensor::ExtractOp::create(b, loc, t.rowScale, ValueRange{row});
+      bs = vector::BroadcastOp::create(b, loc, vt, s);
+    }
     for (int64_t c = 0; c < n; c += pw) {
       Value a = readF32Row(b, loc, dest, row, plusIndex(b, loc, col, c), pw);
-      init.push_back(arith::MulFOp::create(b, loc, a, bs));
+      init.push_back(bs ? arith::MulFOp::create(b, loc, a, bs).getResult()
+                        : a);
     }
   }
   return init;
@@ -122,7 +126,7 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
   };
   Value c0 = cI(b, 0), c1 = cI(b, 1);
   Value zero;
-  if (!t.rowScale)
+  if (!t.rowScale && !t.accumulate)
     zero = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(vt, b.getF32FloatAttr(0.0)));
   auto mLoop = scf::ForOp::create(
@@ -139,8 +143,11 @@ Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
                                         plusIndex(kb, l2, colOff, i * pw), pw));
               SmallVector<Value> outs;
               for (int64_t r = 0; r < R; ++r) {
-                Value x = tensor::ExtractOp::create(
-                    kb, l2, t.lhs, ValueRange{plusIndex(kb, l2, mb, r), k});
+                Value row = plusIndex(kb, l2, mb, r);
+                SmallVector<Value, 2> at = {row, k};
+                if (t.lhsTransposed)
+                  std::swap(at[0], at[1]);
+                Value x = tensor::ExtractOp::create(kb, l2, t.lhs, at);
                 Value bx = vector::BroadcastOp::create(kb, l2, vt,
                                                        toF32(kb, l2, x));
                 for (int64_t i = 0; i < pieces; ++i)

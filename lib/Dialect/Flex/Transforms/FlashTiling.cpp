@@ -55,7 +55,7 @@ std::optional<double> mlir::flex::estimateOneThreadMicros(AttentionOp op) {
 
 /// The largest divisor of `block` that is at most `limit` (tiles nest in
 /// the blocks of a BlockMask).
-static int64_t largestDivisorAtMost(int64_t block, int64_t limit) {
+int64_t mlir::flex::largestDivisorAtMost(int64_t block, int64_t limit) {
   for (int64_t d = std::min(block, limit); d > 1; --d)
     if (block % d == 0)
       return d;

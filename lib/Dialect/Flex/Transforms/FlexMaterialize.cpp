@@ -3,7 +3,9 @@
 // Rewrites each `func.call @__flex_attention_N(q, k, v, buffers...,
 // block tensors...)` emitted by torch_mlir_flex.frontend into a
 // `flex.attention` op on tensors (block tensors -> kv_blocks /
-// full_kv_blocks, `flex.block_sizes` -> block_sizes). The
+// full_kv_blocks, `flex.block_sizes` -> block_sizes); each
+// `@__flex_backward_N` call becomes a flex.attention_backward
+// (FlexMaterializeBackward.cpp, sharing FlexMaterialize.h). The
 // score_mod / mask_mod functions (linalg-on-tensors) are turned into scalar
 // code inside the op's regions by ModifierScalarizer
 // (FlexMaterializeScalarizer.cpp, FlexMaterializeLinalg.cpp). Anything that
@@ -11,6 +13,7 @@
 // on input.
 //
 //===----------------------------------------------------------------------===//
+#include "FlexMaterialize.h"
 #include "FlexMaterializeScalarizer.h"
 
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexDialect.h"
@@ -40,7 +43,6 @@ using namespace mlir;
 using namespace mlir::flex;
 using namespace mlir::flex::materialize;
 
-static constexpr StringLiteral kDeclPrefix = "__flex_attention_";
 
 //===----------------------------------------------------------------------===//
 // The pass
@@ -76,33 +78,23 @@ struct FlexMaterializePass
 } // namespace
 
 static bool isFlexDeclaration(func::FuncOp fn) {
-  if (fn.getSymName().starts_with(kDeclPrefix))
+  if (fn.getSymName().starts_with(kForwardPrefix) ||
+      fn.getSymName().starts_with(kBackwardPrefix))
     return true;
   return llvm::any_of(fn->getDiscardableAttrs(), [](NamedAttribute a) {
     return a.getName().strref().starts_with("flex.");
   });
 }
 
-/// The error prefix of every diagnostic about one flex call.
-static InFlightDiagnostic callError(func::CallOp call, func::FuncOp decl) {
+InFlightDiagnostic materialize::callError(func::CallOp call,
+                                          func::FuncOp decl) {
   return call.emitError() << kPassName << ": @" << decl.getSymName() << ": ";
 }
 
-namespace {
-/// What a flex declaration's `flex.*` attributes say about its calls.
-struct FlexDecl {
-  FloatAttr scale;
-  int64_t numScore = 0, numMask = 0, numBlock = 0;
-  DenseI64ArrayAttr blockSizes;
-  bool returnLse = false, returnMax = false, enableGqa = false;
-  func::FuncOp scoreFn, maskFn;
-};
-} // namespace
 
-/// Reads and checks the declaration's attributes (python/torch_mlir_flex/
-/// frontend/README.md has the contract).
-static FailureOr<FlexDecl> readFlexDecl(func::CallOp call, func::FuncOp decl,
-                                        SymbolTable &symbols) {
+FailureOr<FlexDecl> materialize::readFlexDecl(func::CallOp call,
+                                              func::FuncOp decl,
+                                              SymbolTable &symbols) {
   auto err = [&]() { return callError(call, decl); };
   if (!decl.isExternal())
     return err() << "flex call target must be a declaration", failure();
@@ -144,7 +136,8 @@ static FailureOr<FlexDecl> readFlexDecl(func::CallOp call, func::FuncOp decl,
     return success();
   };
   if (failed(getFlag("flex.return_lse", d.returnLse)) ||
-      failed(getFlag("flex.return_max_scores", d.returnMax)))
+      failed(getFlag("flex.return_max_scores", d.returnMax)) ||
+      failed(getFlag("flex.has_grad_lse", d.hasGradLse)))
     return failure();
   Attribute gqaAttr = decl->getAttr("flex.enable_gqa");
   if (gqaAttr && !isa<UnitAttr>(gqaAttr))
@@ -167,8 +160,16 @@ static FailureOr<FlexDecl> readFlexDecl(func::CallOp call, func::FuncOp decl,
     return success();
   };
   if (failed(lookupModifier("flex.score_mod", d.scoreFn)) ||
-      failed(lookupModifier("flex.mask_mod", d.maskFn)))
+      failed(lookupModifier("flex.mask_mod", d.maskFn)) ||
+      failed(lookupModifier("flex.joint", d.jointFn)))
     return failure();
+  if (Attribute a = decl->getAttr("flex.grad_captures")) {
+    d.gradCaptures = dyn_cast<DenseI64ArrayAttr>(a);
+    if (!d.gradCaptures)
+      return err() << "'flex.grad_captures' must be an array<i64: ...> of "
+                      "score buffer indices",
+             failure();
+  }
   return d;
 }
 
@@ -197,6 +198,21 @@ static LogicalResult checkCallOperands(func::CallOp call, func::FuncOp decl,
                  << call.getNumResults(),
            failure();
   Value q = call.getOperand(0), k = call.getOperand(1), v = call.getOperand(2);
+  if (failed(checkQueryKeyValue(call, decl, q, k, v)))
+    return failure();
+  static constexpr int64_t kResultRanks[] = {4, 3, 3};
+  for (auto [i, rank] : llvm::enumerate(kResultRanks))
+    if (!rankedOf(call.getResult(i), rank))
+      return err() << "result #" << i << " must be a rank-" << rank
+                   << " ranked tensor, got " << call.getResult(i).getType(),
+             failure();
+  return checkBuffers(call, decl, d, q, k, call.getOperands().drop_front(3));
+}
+
+LogicalResult materialize::checkQueryKeyValue(func::CallOp call,
+                                              func::FuncOp decl, Value q,
+                                              Value k, Value v) {
+  auto err = [&]() { return callError(call, decl); };
   for (auto [val, name] : {std::pair<Value, StringRef>(q, "query"),
                            {k, "key"}, {v, "value"}})
     if (!rankedOf(val, 4))
@@ -210,13 +226,14 @@ static LogicalResult checkCallOperands(func::CallOp call, func::FuncOp decl,
     return err() << "unsupported query element type " << elt
                  << "; flex.attention supports f32, f16 and bf16 inputs",
            failure();
-  static constexpr int64_t kResultRanks[] = {4, 3, 3};
-  for (auto [i, rank] : llvm::enumerate(kResultRanks))
-    if (!rankedOf(call.getResult(i), rank))
-      return err() << "result #" << i << " must be a rank-" << rank
-                   << " ranked tensor, got " << call.getResult(i).getType(),
-             failure();
-  for (Value buf : call.getOperands().drop_front(3))
+  return success();
+}
+
+LogicalResult materialize::checkBuffers(func::CallOp call, func::FuncOp decl,
+                                        const FlexDecl &d, Value q, Value k,
+                                        ValueRange buffersAndBlocks) {
+  auto err = [&]() { return callError(call, decl); };
+  for (Value buf : buffersAndBlocks)
     if (!isa<RankedTensorType>(buf.getType()))
       return err() << "captured buffers and block tensors must be ranked "
                       "tensors, got "
@@ -241,6 +258,63 @@ static LogicalResult checkCallOperands(func::CallOp call, func::FuncOp decl,
   return success();
 }
 
+Value materialize::makeEmpty(OpBuilder &b, Location loc, RankedTensorType t,
+                             ArrayRef<std::pair<Value, int64_t>> dimSrc) {
+  SmallVector<Value> dyn;
+  for (auto [d, src] : llvm::enumerate(dimSrc))
+    if (t.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(b, loc, src.first, src.second));
+  return tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType(),
+                                 dyn);
+}
+
+void ModifierRegions::discard() {
+  score.reset();
+  mask.reset();
+  SmallVector<Operation *> worklist;
+  for (Value c : constCaptures)
+    worklist.push_back(c.getDefiningOp());
+  constCaptures.clear();
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (!isOpTriviallyDead(op))
+      continue;
+    for (Value operand : op->getOperands())
+      if (Operation *def = operand.getDefiningOp())
+        worklist.push_back(def);
+    op->erase();
+  }
+}
+
+void ModifierRegions::attach(const FlexDecl &d, Region &scoreDst,
+                             Region &maskDst) {
+  if (d.scoreFn && !isIdentityModifier(*score, /*isScore=*/true))
+    scoreDst.takeBody(*score);
+  if (d.maskFn && !isIdentityModifier(*mask, /*isScore=*/false))
+    maskDst.takeBody(*mask);
+}
+
+LogicalResult materialize::buildModifierRegions(func::CallOp call,
+                                                const FlexDecl &d,
+                                                ValueRange scoreBufs,
+                                                ValueRange maskBufs,
+                                                ModifierRegions &r) {
+  r.captures.assign(scoreBufs.begin(), scoreBufs.end());
+  r.captures.append(maskBufs.begin(), maskBufs.end());
+  ValueRange scoreCaps = ValueRange(r.captures).take_front(scoreBufs.size());
+  ValueRange maskCaps = ValueRange(r.captures).drop_front(scoreBufs.size());
+  if ((d.scoreFn &&
+       failed(ModifierScalarizer(call, "score_mod", d.scoreFn, r.constCaptures)
+                  .run(*r.score, scoreBufs, scoreCaps))) ||
+      (d.maskFn &&
+       failed(ModifierScalarizer(call, "mask_mod", d.maskFn, r.constCaptures)
+                  .run(*r.mask, maskBufs, maskCaps)))) {
+    r.discard();
+    return failure();
+  }
+  return success();
+}
+
 LogicalResult
 FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
                                  SymbolTable &symbols,
@@ -257,50 +331,17 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
   ValueRange maskBufs = buffers.drop_front(d.numScore);
   func::FuncOp scoreFn = d.scoreFn, maskFn = d.maskFn;
 
-  // Regions, built detached first so that failure leaves the IR untouched.
-  auto scoreRegion = std::make_unique<Region>();
-  auto maskRegion = std::make_unique<Region>();
-  SmallVector<Value> captures(buffers.begin(), buffers.end()), constCaptures;
-  auto dropNewOps = [&]() {
-    scoreRegion.reset();
-    maskRegion.reset();
-    SmallVector<Operation *> worklist;
-    for (Value c : constCaptures)
-      worklist.push_back(c.getDefiningOp());
-    while (!worklist.empty()) {
-      Operation *op = worklist.pop_back_val();
-      if (!isOpTriviallyDead(op))
-        continue;
-      for (Value operand : op->getOperands())
-        if (Operation *def = operand.getDefiningOp())
-          worklist.push_back(def);
-      op->erase();
-    }
-  };
-  ValueRange scoreCaps = ValueRange(captures).take_front(d.numScore);
-  ValueRange maskCaps = ValueRange(captures).drop_front(d.numScore);
-  if ((scoreFn &&
-       failed(ModifierScalarizer(call, "score_mod", scoreFn, constCaptures)
-                  .run(*scoreRegion, scoreBufs, scoreCaps))) ||
-      (maskFn &&
-       failed(ModifierScalarizer(call, "mask_mod", maskFn, constCaptures)
-                  .run(*maskRegion, maskBufs, maskCaps)))) {
-    dropNewOps();
+  ModifierRegions regions;
+  if (failed(buildModifierRegions(call, d, scoreBufs, maskBufs, regions)))
     return failure();
-  }
-  captures.append(constCaptures.begin(), constCaptures.end());
+  regions.finalizeCaptures();
 
   // Inits.
   OpBuilder b(call);
   Location loc = call.getLoc();
   auto makeInit = [&](RankedTensorType t,
                       ArrayRef<std::pair<Value, int64_t>> dimSrc) -> Value {
-    SmallVector<Value> dyn;
-    for (auto [d, src] : llvm::enumerate(dimSrc))
-      if (t.isDynamicDim(d))
-        dyn.push_back(tensor::DimOp::create(b, loc, src.first, src.second));
-    return tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType(),
-                                   dyn);
+    return makeEmpty(b, loc, t, dimSrc);
   };
   SmallVector<std::pair<Value, int64_t>> outDims = {
       {q, 0}, {q, 1}, {q, 2}, {v, 3}};
@@ -327,21 +368,18 @@ FlexMaterializePass::rewriteCall(func::CallOp call, func::FuncOp decl,
     return i < d.numBlock ? blockTensors[i] : Value();
   };
   auto op = AttentionOp::create(
-      b, loc, resultTypes, q, k, v, captures, ValueRange(), blockAt(0),
+      b, loc, resultTypes, q, k, v, regions.captures, ValueRange(), blockAt(0),
       blockAt(1), blockAt(2), blockAt(3), outInit, lseInit, maxInit,
       b.getF32FloatAttr(static_cast<float>(d.scale.getValueAsDouble())),
       IntegerAttr(), d.blockSizes);
-  if (scoreFn && !isIdentityModifier(*scoreRegion, /*isScore=*/true))
-    op.getScoreMod().takeBody(*scoreRegion);
-  if (maskFn && !isIdentityModifier(*maskRegion, /*isScore=*/false))
-    op.getMaskMod().takeBody(*maskRegion);
+  regions.attach(d, op.getScoreMod(), op.getMaskMod());
 
   if (failed(mlir::verify(op))) {
     op.erase();
     for (Value init : {maxInit, lseInit, outInit})
       if (init && init.use_empty())
         init.getDefiningOp()->erase();
-    dropNewOps();
+    regions.discard();
     return callError(call, decl)
                << "the materialized flex.attention does not verify",
            failure();
@@ -375,9 +413,14 @@ void FlexMaterializePass::runOnOperation() {
 
   bool failedAny = false;
   llvm::SetVector<Operation *> deadDecls, deadMods;
-  for (auto [call, decl] : calls)
-    if (failed(rewriteCall(call, decl, symbols, deadDecls, deadMods)))
+  for (auto [call, decl] : calls) {
+    bool backward = decl.getSymName().starts_with(kBackwardPrefix);
+    if (failed(backward ? rewriteBackwardCall(call, decl, symbols, deadDecls,
+                                              deadMods)
+                        : rewriteCall(call, decl, symbols, deadDecls,
+                                      deadMods)))
       failedAny = true;
+  }
   if (failedAny)
     return signalPassFailure();
 

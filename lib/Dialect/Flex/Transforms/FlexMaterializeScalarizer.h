@@ -1,8 +1,8 @@
 //===- FlexMaterializeScalarizer.h - modifier function -> region body -----===//
 //
 // Private to flex-materialize. ModifierScalarizer turns one score_mod /
-// mask_mod function (linalg-on-tensors as torch-mlir lowers it) into the
-// scalar body of a flex.attention region.
+// mask_mod / joint function (linalg-on-tensors as torch-mlir lowers it) into
+// the scalar body of a flex.attention or flex.attention_backward region.
 //
 // Values of the function map to
 //   - scalars (`scalars`): unit tensors and plain scalars;
@@ -52,6 +52,14 @@ public:
       : callSite(callSite), kind(kind), fn(fn),
         builder(callSite->getContext()), extraCaptures(extraCaptures) {}
 
+  /// For kind "joint" (flex.attention_backward's joint region): the element
+  /// type and rank of each capture gradient, in order. The function returns
+  /// the score gradient, then per capture gradient a value and `rank`
+  /// integer indices (cast to index in the region).
+  void setJointGrads(ArrayRef<std::pair<Type, int64_t>> grads) {
+    jointGrads.assign(grads.begin(), grads.end());
+  }
+
   /// Fills `region` (a fresh, detached region) with one block of the flex
   /// signature. `captures` are the call's buffer operands for this modifier,
   /// `mapped` the values the region reads for them. Emits a diagnostic and
@@ -65,6 +73,19 @@ private:
   InFlightDiagnostic error();
   LogicalResult fail(Operation *op, const Twine &reason);
   LogicalResult checkSignature(ValueRange captures);
+  LogicalResult checkJointResults(FunctionType fty);
+  /// The flex.yield of the region for the function's func.return.
+  LogicalResult emitYield(func::ReturnOp ret);
+  /// Casts the joint region's yielded floats to their region types (after
+  /// retypeHalfToF32).
+  void fixJointYieldTypes(Block *block);
+
+  bool isScore() const { return kind == "score_mod"; }
+  bool isJoint() const { return kind == "joint"; }
+  /// Arguments before the (b, h, q_idx, kv_idx) indices: the score.
+  unsigned numLeading() const { return isScore() || isJoint() ? 1 : 0; }
+  /// Arguments before the captured buffers (the joint's grad is last).
+  unsigned numFixed() const { return numLeading() + 4 + (isJoint() ? 1 : 0); }
 
   // FlexMaterializeScalarizer.cpp: scalars, constants, elementwise ops.
   FailureOr<Value> getScalar(Operation *user, Value v);
@@ -120,6 +141,7 @@ private:
   unsigned payloadCopies = 0;
   SmallVectorImpl<Value> &extraCaptures;
   SmallVector<std::pair<arith::ConstantOp, Value>> constTables;
+  SmallVector<std::pair<Type, int64_t>> jointGrads;
 };
 
 } // namespace mlir::flex::materialize

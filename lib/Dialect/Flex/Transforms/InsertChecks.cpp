@@ -40,14 +40,16 @@ std::optional<Range> clampRange(__int128 lo, __int128 hi) {
 }
 
 /// Static extent of the (b, h, q_idx, kv_idx) block argument `arg` of a
-/// flex.attention region, or nullopt.
-std::optional<int64_t> regionArgExtent(AttentionOp op, BlockArgument arg) {
+/// flex.attention or flex.attention_backward region, or nullopt.
+template <typename OpTy>
+std::optional<int64_t> regionArgExtent(OpTy op, BlockArgument arg) {
   if (!op.getOffsets().empty())
     return std::nullopt; // tiled: the indices are global
-  bool isScore = arg.getOwner()->getParent() == &op.getScoreMod();
-  int64_t pos = int64_t(arg.getArgNumber()) - (isScore ? 1 : 0);
-  if (pos < 0)
-    return std::nullopt; // the score
+  // score_mod and joint start with the score.
+  bool hasScoreArg = arg.getOwner()->getParent() != &op.getMaskMod();
+  int64_t pos = int64_t(arg.getArgNumber()) - (hasScoreArg ? 1 : 0);
+  if (pos < 0 || pos > 3)
+    return std::nullopt; // the score (or the joint's grad)
   int64_t ext = pos == 3 ? op.getKeyType().getShape()[2]
                          : op.getQueryType().getShape()[pos];
   if (ShapedType::isDynamic(ext))
@@ -94,10 +96,12 @@ std::optional<Range> rangeOf(Value v, int depth) {
   if (matchPattern(v, m_ConstantInt(&c)))
     return Range{c.getSExtValue(), c.getSExtValue()};
   if (auto arg = dyn_cast<BlockArgument>(v)) {
-    auto attn = dyn_cast_or_null<AttentionOp>(arg.getOwner()->getParentOp());
-    if (!attn)
-      return std::nullopt;
-    std::optional<int64_t> ext = regionArgExtent(attn, arg);
+    Operation *owner = arg.getOwner()->getParentOp();
+    std::optional<int64_t> ext;
+    if (auto attn = dyn_cast_or_null<AttentionOp>(owner))
+      ext = regionArgExtent(attn, arg);
+    else if (auto bw = dyn_cast_or_null<AttentionBackwardOp>(owner))
+      ext = regionArgExtent(bw, arg);
     if (!ext || *ext <= 0)
       return std::nullopt;
     return Range{0, *ext - 1};
@@ -196,10 +200,26 @@ std::string describeSource(tensor::ExtractOp read) {
       if (func && arg.getOwner() == &func.getBody().front())
         os << ", input #" << arg.getArgNumber() << " of @" << func.getName();
   };
-  if (auto attn = read->getParentOfType<AttentionOp>()) {
-    bool inScore = attn.getScoreMod().isAncestor(read->getParentRegion());
-    os << " in " << (inScore ? "score_mod" : "mask_mod");
-    auto caps = attn.getCaptures();
+  // The enclosing flex op and its captures (regions: score_mod, mask_mod,
+  // and flex.attention_backward's joint).
+  Operation *owner = nullptr;
+  ValueRange caps;
+  for (Operation *p = read->getParentOp(); p && !owner; p = p->getParentOp()) {
+    if (auto attn = dyn_cast<AttentionOp>(p)) {
+      owner = p;
+      caps = attn.getCaptures();
+    } else if (auto bw = dyn_cast<AttentionBackwardOp>(p)) {
+      owner = p;
+      caps = bw.getCaptures();
+    }
+  }
+  if (owner) {
+    Region *region = read->getParentRegion();
+    while (region->getParentOp() != owner)
+      region = region->getParentOp()->getParentRegion();
+    static constexpr StringLiteral kRegionNames[] = {"score_mod", "mask_mod",
+                                                     "joint"};
+    os << " in " << kRegionNames[region->getRegionNumber()];
     auto it = llvm::find(caps, src);
     if (it != caps.end())
       os << ", reading captured tensor #" << (it - caps.begin());
@@ -232,7 +252,7 @@ std::string escapeBraces(StringRef msg) {
 /// (dynamic sizes) go: the enclosing flex.attention or linalg.generic.
 Operation *guardScope(tensor::ExtractOp read) {
   for (Operation *p = read->getParentOp(); p; p = p->getParentOp()) {
-    if (isa<AttentionOp, linalg::GenericOp>(p))
+    if (isa<AttentionOp, AttentionBackwardOp, linalg::GenericOp>(p))
       return p;
     if (isa<func::FuncOp>(p))
       return nullptr;
@@ -324,11 +344,14 @@ struct FlexInsertChecksPass
   void runOnOperation() override {
     SmallVector<std::pair<tensor::ExtractOp, Operation *>> reads;
     SmallVector<cf::AssertOp> asserts;
-    SmallVector<AttentionOp> withBlocks;
+    SmallVector<BlockTensorOperands> withBlocks;
     getOperation()->walk([&](Operation *op) {
       if (auto attn = dyn_cast<AttentionOp>(op)) {
         if (attn.hasBlockTensors())
           withBlocks.push_back(attn);
+      } else if (auto bw = dyn_cast<AttentionBackwardOp>(op)) {
+        if (bw.hasBlockTensors())
+          withBlocks.push_back(bw);
       } else if (auto read = dyn_cast<tensor::ExtractOp>(op)) {
         if (Operation *scope = guardScope(read))
           if (!read.getIndices().empty())
@@ -340,8 +363,8 @@ struct FlexInsertChecksPass
     for (auto [read, scope] : reads)
       guardRead(read, scope);
     OpBuilder b(&getContext());
-    for (AttentionOp attn : withBlocks)
-      emitBlockTensorChecks(b, attn);
+    for (const BlockTensorOperands &ops : withBlocks)
+      emitBlockTensorChecks(b, ops);
     for (cf::AssertOp a : asserts) {
       OpBuilder b(a);
       std::string msg = escapeBraces(a.getMsg());

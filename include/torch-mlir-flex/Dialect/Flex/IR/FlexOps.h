@@ -20,12 +20,21 @@ namespace mlir::flex {
 /// with its block arguments bound to `args`; returns the yielded value.
 Value inlineModifier(OpBuilder &b, Region &region, ValueRange args);
 
-/// Verifies the score_mod / mask_mod regions shared by flex.attention and
-/// flex.online_attention: block arguments, one yielded value, and (when
-/// `checkCaptures`) tensors from above only through `captures`.
+/// Like inlineModifier, for a region yielding any number of values.
+SmallVector<Value> inlineRegion(OpBuilder &b, Region &region, ValueRange args);
+
+/// Verifies the score_mod / mask_mod regions shared by flex.attention,
+/// flex.online_attention and flex.attention_backward: block arguments, one
+/// yielded value, and (when `checkCaptures`) tensors from above only
+/// through `captures`.
 LogicalResult verifyModifierRegions(Operation *op, Region &scoreMod,
                                     Region &maskMod, ValueRange captures,
                                     bool checkCaptures);
+
+/// Checks that the ops in `regions` use tensors defined above `op` only
+/// through `captures`.
+LogicalResult verifyCapturedUses(Operation *op, ArrayRef<Region *> regions,
+                                 ValueRange captures);
 } // namespace mlir::flex
 
 #endif

@@ -1,6 +1,7 @@
 //===- FlexOps.td - flex dialect operations ----------------*- tablegen -*-===//
 //
-// flex.attention and its region terminator.
+// flex.attention, flex.online_attention, flex.attention_backward
+// (FlexBackwardOps.td) and their region terminator.
 //
 //===----------------------------------------------------------------------===//
 
@@ -412,13 +413,18 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
   }];
 }
 
+include "torch-mlir-flex/Dialect/Flex/IR/FlexBackwardOps.td"
+
 def Flex_YieldOp : Flex_Op<"yield", [Pure, Terminator,
     ReturnLike, ParentOneOf<["::mlir::flex::AttentionOp",
-                             "::mlir::flex::OnlineAttentionOp"]>]> {
-  let summary = "Yields the value of a flex.attention or flex.online_attention region";
+                             "::mlir::flex::OnlineAttentionOp",
+                             "::mlir::flex::AttentionBackwardOp"]>]> {
+  let summary = "Yields the values of a flex.attention, flex.online_attention or flex.attention_backward region";
   let description = [{
-    Terminates `score_mod` (yields an f32 score) and `mask_mod` (yields an
-    i1, true for a kept score).
+    Terminates `score_mod` (yields an f32 score), `mask_mod` (yields an
+    i1, true for a kept score) and flex.attention_backward's `joint`
+    (yields the score gradient, then a value and indices per capture
+    gradient).
   }];
   let arguments = (ins Variadic<AnyType>:$values);
   let assemblyFormat = "attr-dict ($values^ `:` type($values))?";

@@ -157,6 +157,19 @@ struct BlockClass {
 StringRef blockClassificationKind(AttentionOp op, const FlashConfig &cfg);
 BlockClass classifyBlock(OpBuilder &b, Location loc, AttentionOp op,
                          StringRef kind, const BlockBox &box);
+/// The same for any op with a flex.attention mask_mod region
+/// (flex.attention_backward).
+StringRef blockClassificationKind(Region &maskMod, const FlashConfig &cfg);
+BlockClass classifyBlock(OpBuilder &b, Location loc, Region &maskMod,
+                         StringRef kind, const BlockBox &box);
+/// The largest divisor of `block` that is at most `limit` (tiles nest in
+/// the blocks of a BlockMask).
+int64_t largestDivisorAtMost(int64_t block, int64_t limit);
+/// dest[m, j] += lhs[m, k] * rhs(k, j) as a linalg.generic over (m, k, j),
+/// products and sums in f32; `rhsMap` indexes rhs by (d0, d1, d2) = (m, k,
+/// j) (the contractions without the vector kernels).
+Value buildGenericContraction(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                              AffineMap rhsMap, Value dest);
 
 /// Interval analysis of a mask_mod (MaskIntervals.cpp): integer index
 /// arithmetic, casts, selects, comparisons (integer and ordered float) and

@@ -22,11 +22,15 @@ namespace mlir::flex {
 /// dest [rows, width] (f32), rowScale [rows] (f32). lhs and rhs may have
 /// any float element type; products and sums are in f32.
 /// `chunk`, when set, is the column chunk width (see kQKChunk).
+/// With `accumulate` (no rowScale) init = dest[m, :]: dest += lhs . rhs.
+/// With `lhsTransposed` lhs is stored [reduction, rows] and read as its
+/// transpose (the backward's P^T.dO and dS^T.Q on the [Mt, Nt] tiles).
 struct BroadcastFmaTiles {
   Value lhs, rhs, dest, rowScale;
   int64_t rows = 0, reduction = 0, width = 0;
   Value outScale = {};
   int64_t chunk = 0;
+  bool accumulate = false, lhsTransposed = false;
 };
 
 /// Widest row (f32 elements) kept in registers as one chunk.

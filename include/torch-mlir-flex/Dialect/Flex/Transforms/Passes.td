@@ -5,11 +5,13 @@
 include "mlir/Pass/PassBase.td"
 
 def FlexToLoops : Pass<"flex-to-loops", "func::FuncOp"> {
-  let summary = "Lower bufferized flex.attention to the scalar reference loops";
+  let summary = "Lower bufferized flex.attention / flex.attention_backward to the scalar reference loops";
   let description = [{
     Replaces each flex.attention on memrefs by `scf.for` loops over
     (B, Hq, M) whose body is the op's `generateScalarImplementation`: one
-    online-softmax pass over N per row, in f32.
+    online-softmax pass over N per row, in f32. Each
+    flex.attention_backward on memrefs becomes loops over (B, Hkv) around
+    its scalar implementation (loops over the group's query heads, M and N).
 
     ```mlir
     flex.attention ins(%q, %k, %v : memref<...>, ...) outs(%o : memref<...>)
@@ -19,7 +21,8 @@ def FlexToLoops : Pass<"flex-to-loops", "func::FuncOp"> {
       %acc = memref.alloc(%Ev) ... scf.for %n ... { ... } ... memref.dealloc %acc
     } } }
     ```
-    A flex.attention on tensors is an error (bufferize first).
+    A flex.attention or flex.attention_backward on tensors is an error
+    (bufferize first).
   }];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::memref::MemRefDialect",
@@ -193,6 +196,95 @@ def FlexDecomposeOnlineAttention
                            "::mlir::tensor::TensorDialect",
                            "::mlir::vector::VectorDialect",
                            "::mlir::x86vector::X86VectorDialect"];
+}
+
+def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
+  let summary = "Tile flex.attention_backward on tensors into a flash-style "
+                "(FA2) backward loop nest";
+  let description = [{
+    Replaces each flex.attention_backward on tensors by a flash-style
+    backward (FlashAttention-2, one pass over key blocks, no B·H·M·N
+    buffer), in stages (FlashBackwardLowering.h; builders in
+    lib/Dialect/Flex/Transforms/Backward/):
+
+    1. the row pre-pass: `delta = sum_e f32(dO) f32(O) - glse / ln2` and
+       the natural-log lse, `[B, Hq, M]` f32 (parallel linalg.generic);
+    2. Kᵀ and Vᵀ per key block (`[Bkv, Hkv, Np/Nt, E|Ev, Nt]`) and K rows
+       padded to whole blocks (the forward's layout builder);
+    3. (B, Hkv) tiled through the op's TilingInterface into an
+       `scf.forall` with tile sizes (1, 1), or (B, 1) when the key batch
+       is broadcast (grad_key / grad_value summed over the query batches
+       inside the tile): a tile owns dK / dV of its kv head and dQ of its
+       G query heads;
+    4. each tile (flex-decompose-attention-backward-tile): `scf.for` over
+       key blocks j (f32 dK_j, dV_j accumulators), the query batches, the
+       G query heads and the query blocks i; each (i, j) pair classified
+       as forward (`scf.if` skips empty pairs, full pairs drop mask_mod;
+       BlockMask tensors folded in); a live pair computes S = scale Q·Kᵀ,
+       dP = dO·Vᵀ, P and dS on global indices (score_mod, mask_mod, joint),
+       dV_j += Pᵀ·dO, dK_j += dSᵀ·Q, dQ_i += dS·K (dQ in an f32 buffer);
+       dK_j, dV_j are added into the outs after the query loops.
+
+    With `vectorize` the five contractions are the forward's broadcast-FMA
+    micro-kernels (bf16 inputs are extended to f32 as they are read).
+    Ops it cannot handle (memref operands, dynamic E/Ev, dynamic head
+    counts without kv_group_size, capture gradients) are left for
+    flex-to-loops after bufferization, with a remark.
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
+           "Query rows per block (0: 64, or M when smaller)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
+           "Keys per block (0: 64, or N when smaller)">,
+    Option<"blockSparsity", "block-sparsity", "bool", /*default=*/"true",
+           "Skip fully masked blocks and drop the mask on full blocks">,
+    Option<"denseClassify", "dense-classify", "bool", /*default=*/"true",
+           "Classify blocks of non-analyzable masks with a dense pre-pass">,
+    Option<"fastExp", "fast-exp", "bool", /*default=*/"true",
+           "exp as inline polynomial (vectorizable) instead of math.exp">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Contractions as vector micro-kernels instead of linalg.generic">,
+    Option<"serialBelowUs", "serial-below-us", "int64_t", /*default=*/"0",
+           "Mark the scf.forall loops of an op with static shapes whose "
+           "estimated one-thread time is below this many microseconds "
+           "`flex.serial`. 0: never">
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def FlexDecomposeAttentionBackwardTile
+    : Pass<"flex-decompose-attention-backward-tile", "func::FuncOp"> {
+  let summary = "Decompose (b, hkv) tiles of flex.attention_backward into "
+                "the loop over key and query blocks";
+  let description = [{
+    The tile stage of flex-backward-to-flash on its own (for tests and
+    transform scripts): each flex.attention_backward on tensors with one kv
+    head (key `[Bkv, 1, N, E]`, query `[B, G, M, E]`; tile (B, Hkv) first,
+    e.g. with `transform.structured.tile_using_forall` sizes `[1, 1]`)
+    becomes the key-block / query-block loop nest with its own pre-pass and
+    K/V layout. Other flex.attention_backward ops are errors.
+  }];
+  let options = [
+    Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
+           "Query rows per block (0: 64, or M when smaller)">,
+    Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
+           "Keys per block (0: 64, or N when smaller)">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Contractions as vector micro-kernels instead of linalg.generic">
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
@@ -400,8 +492,8 @@ def FlexInsertChecks : Pass<"flex-insert-checks", "ModuleOp"> {
   let summary = "Guard data-dependent tensor reads and turn cf.assert into flex.check";
   let description = [{
     Runs on tensors, before any lowering. Every `tensor.extract` inside a
-    flex.attention region (reads of captured tensors by score_mod /
-    mask_mod) or a linalg.generic body (torch-mlir's gathers: index,
+    flex.attention or flex.attention_backward region (reads of captured
+    tensors by score_mod / mask_mod / joint) or a linalg.generic body (torch-mlir's gathers: index,
     index_select, embedding) whose index is not provably in range gets,
     per such index:
 
@@ -426,7 +518,8 @@ def FlexInsertChecks : Pass<"flex-insert-checks", "ModuleOp"> {
     assert in @f)"` (braces escaped). The checks are placed right after their index is computed,
     so a guard precedes torch-mlir's own asserts on the same index.
 
-    A flex.attention with block tensors gets, in front of it, a loop over
+    A flex.attention (or flex.attention_backward) with block tensors gets,
+    in front of it, a loop over
     `kv_num_blocks` (and `full_kv_num_blocks`) checking every count is in
     `[0, NB]` ("kv_num_blocks value {0} at query block {1} is out of
     range ..."; the lowering clamps such counts), and for dynamic

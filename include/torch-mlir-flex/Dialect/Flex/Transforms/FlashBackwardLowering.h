@@ -1,0 +1,139 @@
+//===- FlashBackwardLowering.h - tiled flex.attention_backward --*- C++ -*-===//
+//
+// The pieces of flex-backward-to-flash (FA2 backward, one pass over the key
+// blocks, no B·H·M·N buffer), each built by one function:
+//
+//   flex.attention_backward
+//     -- buildBackwardRowStats -->  delta, natural-log lse [B, Hq, M] f32
+//     -- buildBackwardKeyValueLayout --> K^T, V^T per key block, K rows
+//     -- tileAttentionBackwardHeads (TilingInterface over (B, Hkv)) -->
+//   scf.forall (b, hkv) { flex.attention_backward on one kv head }
+//     -- decomposeAttentionBackwardTile -->
+//   scf.for key block j { dK_j, dV_j = 0;
+//     scf.for b, g, query block i { classifyBlock; scf.if live {
+//       buildBackwardBlock: S = Q.K^T, dP = dO.V^T (broadcast-FMA),
+//         buildBackwardScoreTile (P, dS on global indices),
+//         dV_j += P^T.dO, dK_j += dS^T.Q, dQ_i += dS.K } }
+//     dK, dV rows of block j += dK_j, dV_j }
+//
+// Docs: docs/tiled-lowering.md (backward section).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHBACKWARDLOWERING_H
+#define TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHBACKWARDLOWERING_H
+
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+
+namespace mlir::flex {
+
+/// Why flex-backward-to-flash leaves `op` to flex-to-loops (memrefs, dynamic
+/// head dims, dynamic head counts without kv_group_size, capture
+/// gradients), or nullopt.
+std::optional<std::string>
+flashBackwardUnsupportedReason(AttentionBackwardOp op);
+
+/// Tile sizes (Mt query rows, Nt keys): 64 x 64 or the requested ones,
+/// shrunk to static M / N, nested in the BlockMask blocks.
+FlashConfig chooseFlashBackwardConfig(AttentionBackwardOp op,
+                                      FlashConfig requested);
+
+/// Rough one-thread run time in microseconds (2.5x the forward's
+/// contractions at 150 GFLOP/s); nullopt for dynamic shapes.
+std::optional<double> estimateBackwardMicros(AttentionBackwardOp op);
+
+/// The pre-pass, [B, Hq, M] f32 each (parallel linalg.generic ops):
+///   delta = sum_e f32(grad_out) * f32(out) - grad_logsumexp / ln2
+///   lse   = logsumexp * ln2 (natural log units)
+/// `sourceQuery` is the query of the op they were built for (tiles find
+/// their slice by it).
+struct BackwardRowStats {
+  Value delta, lse, sourceQuery;
+};
+BackwardRowStats buildBackwardRowStats(OpBuilder &b, Location loc,
+                                       AttentionBackwardOp op);
+
+/// K and V for the key blocks, N padded with zeros to Np = ceil(N/Nt) Nt:
+/// K^T and V^T per block [Bkv, Hkv, Np/Nt, E|Ev, Nt] (the forward's
+/// buildKeyValueLayout, once with K and once with V as the "key"), K rows
+/// [Bkv, Hkv, Np, E] for dQ += dS.K.
+struct BackwardKeyValueLayout {
+  Value sourceKey;
+  Value keysT, valuesT, keyRows;
+  Value kvLen, numBlocks;
+};
+BackwardKeyValueLayout buildBackwardKeyValueLayout(OpBuilder &b, Location loc,
+                                                   Value key, Value value,
+                                                   const FlashConfig &cfg);
+
+/// Tiles `op` over (B, Hkv) into an scf.forall through its TilingInterface:
+/// tile sizes (1, 1) when the batch is owned by its tile (Bkv == B), else
+/// (whole B, 1) (grad_key / grad_value summed over a broadcast key batch
+/// inside the tile). Returns the tiled op.
+FailureOr<AttentionBackwardOp>
+tileAttentionBackwardHeads(RewriterBase &rewriter, AttentionBackwardOp op,
+                           scf::ForallOp *forall = nullptr);
+
+/// Rewrites a tile of flex.attention_backward with one kv head (key [Bkt,
+/// 1, N, E], query [Bt, G, M, E]) into the loop nest over key blocks, query
+/// batches, heads and query blocks. Uses `stats` / `layout` when the tile's
+/// query / key are slices of their sources (hoisted by the caller), else
+/// builds the tile's own.
+LogicalResult decomposeAttentionBackwardTile(RewriterBase &rewriter,
+                                             AttentionBackwardOp tile,
+                                             const FlashConfig &cfg,
+                                             const BackwardRowStats *stats,
+                                             const BackwardKeyValueLayout *layout);
+
+/// One (query block, key block) pair: global position, tiles of the
+/// operands ([Mt, E] q, [Mt, Ev] dO, [Mt] lse / delta, [E, Nt] K^T,
+/// [Ev, Nt] V^T, [Nt, E] K rows), valid rows / keys.
+struct BackwardBlock {
+  Value b, h, m0, n0, rows, kvLen;
+  Value q, dout, lse, delta, keyT, valueT, keyRows;
+  /// i1: apply mask_mod (block not proved full); null: always (when the
+  /// op has a mask_mod).
+  Value maskWhen;
+  /// Scratch [Mt, Nt] f32 tensors (S, dP, P, dS), created once per tile.
+  Value sScratch, dpScratch, pScratch, dsScratch;
+  int64_t tileM = 0, tileN = 0;
+};
+
+/// P and dS (times the scale) of a block from S = scale Q.K^T and
+/// dP = dO.V^T, on global indices:
+///   s' = score_mod(s); keep = mask_mod && row, key valid && lse finite
+///   P  = keep ? exp(s' - lse) : 0
+///   dS = keep ? scale * joint(s, P (dP - delta)) : 0
+/// With `maskWhen`, the mask is applied under scf.if.
+struct BackwardScores {
+  Value p, ds;
+};
+BackwardScores buildBackwardScoreTile(OpBuilder &b, Location loc,
+                                      AttentionBackwardOp op,
+                                      const BackwardBlock &blk, Value s,
+                                      Value dp, const FlashConfig &cfg);
+
+/// S = scale Q.K^T and dP = dO.V^T ([Mt, Nt] f32) of a block.
+std::pair<Value, Value> buildBackwardScoreProducts(OpBuilder &b, Location loc,
+                                                   AttentionBackwardOp op,
+                                                   const BackwardBlock &blk,
+                                                   const FlashConfig &cfg);
+
+/// acc[Nt, W] += lhs^T . rhs, lhs [Mt, Nt] f32 (P or dS), rhs [Mt, W]
+/// (dO or Q): dV_j and dK_j.
+Value buildTransposedProductTile(OpBuilder &b, Location loc, Value lhs,
+                                 Value rhs, Value acc, const FlashConfig &cfg);
+/// acc[Mt, E] += ds . k, ds [Mt, Nt] f32, k [Nt, E]: dQ_i.
+Value buildRowProductTile(OpBuilder &b, Location loc, Value ds, Value k,
+                          Value acc, const FlashConfig &cfg);
+
+/// The whole block: the two score products, the score tile and the three
+/// gradient products; returns (dQ_i, dK_j, dV_j).
+SmallVector<Value> buildBackwardBlock(OpBuilder &b, Location loc,
+                                      AttentionBackwardOp op,
+                                      const BackwardBlock &blk, Value dq,
+                                      Value dk, Value dv,
+                                      const FlashConfig &cfg);
+
+} // namespace mlir::flex
+
+#endif

@@ -1,0 +1,552 @@
+//===- FlashBackwardTile.cpp - a (b, hkv) tile as a loop over key blocks --===//
+//
+// Rewrites a tile of flex.attention_backward with one kv head (key [Bkt, 1,
+// N, E], query [Bt, G, M, E]; global position in its offsets) into
+//
+//   Q, dO, lse, delta padded to Mp = ceil(M / Mt) Mt rows;
+//   dQacc = f32(grad_query init) [Bt, G, Mp, E]
+//   scf.for kb in [0, Bkt) {                 kv batches of the tile
+//     scf.for j over key blocks {
+//       dK_j = 0 [Nt, E], dV_j = 0 [Nt, Ev]
+//       scf.for b over the query batches of kb (b = kb, or all when the
+//           key batch is broadcast) { scf.for g in [0, G) {
+//         scf.for i over query blocks {
+//           classifyBlock (+ BlockMask status) -> live, full
+//           scf.if live { buildBackwardBlock } } } }
+//       grad_key / grad_value rows of block j += dK_j, dV_j (rounded once)
+//   } }
+//   grad_query = dQacc rounded
+//
+// The tile owns grad_key / grad_value of its kv head and grad_query of its
+// G query heads: tiles never write the same element.
+//
+//===----------------------------------------------------------------------===//
+#include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBackwardLowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+using namespace mlir::flex;
+using utils::IteratorType;
+
+static Value cIdx(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+static Value dimValue(OpBuilder &b, Location loc, Value v, int64_t d) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (!t.isDynamicDim(d))
+    return cIdx(b, loc, t.getDimSize(d));
+  return tensor::DimOp::create(b, loc, v, d);
+}
+
+/// The offsets of `v` in `source` when `v` is `source` (zeros) or a
+/// tensor.extract_slice of it.
+static std::optional<SmallVector<OpFoldResult>>
+offsetsIn(OpBuilder &b, Value v, Value source) {
+  if (!source)
+    return std::nullopt;
+  auto rank = cast<RankedTensorType>(v.getType()).getRank();
+  if (v == source)
+    return SmallVector<OpFoldResult>(rank, b.getIndexAttr(0));
+  auto slice = v.getDefiningOp<tensor::ExtractSliceOp>();
+  if (!slice || slice.getSource() != source)
+    return std::nullopt;
+  return SmallVector<OpFoldResult>(slice.getMixedOffsets());
+}
+
+/// `src` padded with zeros along dim 2 from `m` rows to `mp`.
+static Value padRows(OpBuilder &b, Location loc, Value src, Value m, Value mp,
+                     int64_t mpStatic) {
+  auto t = cast<RankedTensorType>(src.getType());
+  SmallVector<int64_t> shape(t.getShape());
+  shape[2] = mpStatic;
+  SmallVector<OpFoldResult> low(t.getRank(), b.getIndexAttr(0)), high = low;
+  high[2] = getAsOpFoldResult(b.createOrFold<arith::SubIOp>(loc, mp, m));
+  Value zero =
+      arith::ConstantOp::create(b, loc, b.getZeroAttr(t.getElementType()));
+  return tensor::PadOp::create(
+      b, loc, RankedTensorType::get(shape, t.getElementType()), src, low, high,
+      zero);
+}
+
+/// Elementwise `f(x)` of `src` into a new tensor of element type `to`.
+static Value convert(OpBuilder &b, Location loc, Value src, Value dest) {
+  auto t = cast<RankedTensorType>(src.getType());
+  Type to = cast<RankedTensorType>(dest.getType()).getElementType();
+  AffineMap id = AffineMap::getMultiDimIdentityMap(t.getRank(), b.getContext());
+  SmallVector<IteratorType> par(t.getRank(), IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{dest.getType()}, ValueRange{src},
+             ValueRange{dest}, ArrayRef<AffineMap>{id, id}, par,
+             [&](OpBuilder &nb, Location l, ValueRange a) {
+               Value x = a[0];
+               unsigned from = x.getType().getIntOrFloatBitWidth(),
+                        width = to.getIntOrFloatBitWidth();
+               if (from < width)
+                 x = arith::ExtFOp::create(nb, l, to, x);
+               else if (from > width)
+                 x = arith::TruncFOp::create(nb, l, to, x);
+               linalg::YieldOp::create(nb, l, x);
+             })
+      .getResult(0);
+}
+
+/// Scratch tensors created once per tile: at the start of the enclosing
+/// scf.forall iteration (private to it), else before `anchor`. All are
+/// slices of one tensor.empty at distinct offsets: separate tensor.empty
+/// ops of one shape would be merged by CSE into one value, and two live
+/// tiles (S and dP, dK_j and dV_j) would then share a buffer.
+static SmallVector<Value> scratches(OpBuilder &b, Location loc,
+                                    Operation *anchor,
+                                    ArrayRef<std::pair<int64_t, int64_t>> shapes) {
+  OpBuilder::InsertionGuard g(b);
+  if (auto forall = anchor->getParentOfType<scf::ForallOp>())
+    b.setInsertionPointToStart(forall.getBody());
+  int64_t rows = 0, cols = 0;
+  for (auto [r, c] : shapes) {
+    rows = std::max(rows, r);
+    cols = std::max(cols, c);
+  }
+  int64_t n = static_cast<int64_t>(shapes.size());
+  Value all = tensor::EmptyOp::create(b, loc, {n, rows, cols}, b.getF32Type());
+  OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+  SmallVector<Value> out;
+  for (auto [i, shape] : llvm::enumerate(shapes)) {
+    auto [r, c] = shape;
+    out.push_back(tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({r, c}, b.getF32Type()), all,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(i), z, z},
+        ArrayRef<OpFoldResult>{one, b.getIndexAttr(r), b.getIndexAttr(c)},
+        ArrayRef<OpFoldResult>{one, one, one}));
+  }
+  return out;
+}
+
+namespace {
+/// What every block pair of one tile shares.
+struct BackwardTile {
+  mutable AttentionBackwardOp op;
+  int64_t mt, nt, e, ev, g;
+  Value b0, h0, m, numQB, kvLen, numKB;
+  Value q, dout, lse, delta;              // [Bt, G, Mp, *]
+  Value keysT, valuesT, keyRows, kb0, kh; // layout and the tile's place
+  Value sS, sDp, sP, sDs, sDk, sDv;       // scratch
+  StringRef kind;
+};
+} // namespace
+
+/// [Mt(, W)] tile at (bl, g, m0) of a [Bt, G, Mp(, W)] tensor.
+static Value rowTile(OpBuilder &b, Location loc, Value src, Value bl, Value g,
+                     Value m0, int64_t mt) {
+  auto t = cast<RankedTensorType>(src.getType());
+  OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+  SmallVector<OpFoldResult> offs = {bl, g, m0}, sizes = {one, one,
+                                                         b.getIndexAttr(mt)};
+  SmallVector<int64_t> shape = {mt};
+  if (t.getRank() == 4) {
+    offs.push_back(z);
+    sizes.push_back(b.getIndexAttr(t.getDimSize(3)));
+    shape.push_back(t.getDimSize(3));
+  }
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape, t.getElementType()), src, offs,
+      sizes, SmallVector<OpFoldResult>(t.getRank(), one));
+}
+
+/// [rows, cols] block at (kb, kh, x, 0, 0) of a 5-d layout, or (kb, kh, x, 0)
+/// of a 4-d one.
+static Value layoutTile(OpBuilder &b, Location loc, Value src, Value kb,
+                        Value kh, Value x, int64_t rows, int64_t cols) {
+  auto t = cast<RankedTensorType>(src.getType());
+  OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+  SmallVector<OpFoldResult> offs = {kb, kh, x}, sizes = {one, one};
+  if (t.getRank() == 5) {
+    offs.append({z, z});
+    sizes.append({one, b.getIndexAttr(rows), b.getIndexAttr(cols)});
+  } else {
+    offs.push_back(z);
+    sizes.append({b.getIndexAttr(rows), b.getIndexAttr(cols)});
+  }
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({rows, cols}, t.getElementType()), src,
+      offs, sizes, SmallVector<OpFoldResult>(t.getRank(), one));
+}
+
+/// dst[kb, 0, n0 : n0 + valid, :] = init[...] + acc[0 : valid, :] (sum in
+/// f32, rounded once to dst's element type).
+static Value addKeyRows(OpBuilder &b, Location loc, Value init, Value dst,
+                        Value acc, Value kb, Value n0, OpFoldResult valid) {
+  auto dTy = cast<RankedTensorType>(dst.getType());
+  int64_t w = dTy.getDimSize(3);
+  OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+  std::optional<int64_t> vs = getConstantIntValue(valid);
+  int64_t rows = vs ? *vs : ShapedType::kDynamic;
+  Value a = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({rows, w}, b.getF32Type()), acc,
+      ArrayRef<OpFoldResult>{z, z}, ArrayRef<OpFoldResult>{valid, b.getIndexAttr(w)},
+      ArrayRef<OpFoldResult>{one, one});
+  SmallVector<OpFoldResult> offs = {kb, z, n0, z},
+                            sizes = {one, one, valid, b.getIndexAttr(w)},
+                            strides(4, one);
+  auto sliceTy = RankedTensorType::get({rows, w}, dTy.getElementType());
+  Value d = tensor::ExtractSliceOp::create(b, loc, sliceTy, init, offs, sizes,
+                                           strides);
+  AffineMap id = AffineMap::getMultiDimIdentityMap(2, b.getContext());
+  Type elt = dTy.getElementType();
+  Value out = tensor::ExtractSliceOp::create(b, loc, sliceTy, dst, offs, sizes,
+                                             strides);
+  Value sum =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{sliceTy}, ValueRange{a, d}, ValueRange{out},
+          ArrayRef<AffineMap>{id, id, id},
+          ArrayRef<IteratorType>{IteratorType::parallel,
+                                 IteratorType::parallel},
+          [&](OpBuilder &nb, Location l, ValueRange x) {
+            Value old = x[1];
+            if (!elt.isF32())
+              old = arith::ExtFOp::create(nb, l, nb.getF32Type(), old);
+            Value s = arith::AddFOp::create(nb, l, old, x[0]);
+            if (!elt.isF32())
+              s = arith::TruncFOp::create(nb, l, elt, s);
+            linalg::YieldOp::create(nb, l, s);
+          })
+          .getResult(0);
+  return tensor::InsertSliceOp::create(b, loc, sum, dst, offs, sizes, strides);
+}
+
+/// The BlockMask status of the pair folded into the mask's classification
+/// (live: listed full, or partial and the mask may keep a point; full:
+/// listed full, or partial and the mask keeps all).
+static BlockClass withBlockTensors(OpBuilder &b, Location loc,
+                                   const BackwardTile &t, Value bG, Value hG,
+                                   Value m0, Value n0, BlockClass mask) {
+  ArrayRef<int64_t> bs = *t.op.getBlockSizes();
+  Value qBlock = arith::DivUIOp::create(b, loc, m0, cIdx(b, loc, bs[0]));
+  Value kvBlock = arith::DivUIOp::create(b, loc, n0, cIdx(b, loc, bs[1]));
+  BlockStatus st = emitBlockStatus(b, loc, t.op, bG, hG, qBlock, kvBlock);
+  Value t1 = arith::ConstantIntOp::create(b, loc, 1, 1);
+  Value f1 = arith::ConstantIntOp::create(b, loc, 0, 1);
+  Value maskLive = mask.live ? mask.live : t1;
+  Value maskFull = mask.full ? mask.full : (t.op.hasMaskMod() ? f1 : t1);
+  auto either = [&](Value partialAnd) {
+    return arith::OrIOp::create(
+        b, loc, st.full, arith::AndIOp::create(b, loc, st.partial, partialAnd));
+  };
+  return {either(maskLive), either(maskFull)};
+}
+
+/// One (query block i, key block j) step of query batch `bl`, head `g`:
+/// classification, then the block when live; (dQacc, dK_j, dV_j).
+static SmallVector<Value> buildPairStep(OpBuilder &b, Location loc,
+                                        const BackwardTile &t,
+                                        const FlashConfig &cfg, Value bl,
+                                        Value g, Value i, Value n0,
+                                        Value nHi, Value keyT, Value valueT,
+                                        Value keyRows, ValueRange st) {
+  Value bG = arith::AddIOp::create(b, loc, t.b0, bl);
+  Value hG = arith::AddIOp::create(b, loc, t.h0, g);
+  Value m0 = arith::MulIOp::create(b, loc, i, cIdx(b, loc, t.mt));
+  Value rows = arith::MinSIOp::create(
+      b, loc, cIdx(b, loc, t.mt), arith::SubIOp::create(b, loc, t.m, m0));
+  if (auto m = getConstantIntValue(t.m); m && *m % t.mt == 0)
+    rows = cIdx(b, loc, t.mt);
+  Value mHi = arith::AddIOp::create(
+      b, loc, m0, arith::SubIOp::create(b, loc, rows, cIdx(b, loc, 1)));
+  BlockBox box{bG, hG, hG, m0, mHi, n0, nHi, rows, t.kvLen, t.mt, t.nt, t.mt};
+  BlockClass cls = classifyBlock(b, loc, t.op.getMaskMod(), t.kind, box);
+  if (t.op.hasBlockTensors())
+    cls = withBlockTensors(b, loc, t, bG, hG, m0, n0, cls);
+  auto compute = [&]() -> SmallVector<Value> {
+    BackwardBlock blk;
+    blk.b = bG;
+    blk.h = hG;
+    blk.m0 = m0;
+    blk.n0 = n0;
+    blk.rows = rows;
+    blk.kvLen = t.kvLen;
+    blk.q = rowTile(b, loc, t.q, bl, g, m0, t.mt);
+    blk.dout = rowTile(b, loc, t.dout, bl, g, m0, t.mt);
+    blk.lse = rowTile(b, loc, t.lse, bl, g, m0, t.mt);
+    blk.delta = rowTile(b, loc, t.delta, bl, g, m0, t.mt);
+    blk.keyT = keyT;
+    blk.valueT = valueT;
+    blk.keyRows = keyRows;
+    if (cls.full && t.op.hasMaskMod())
+      blk.maskWhen = arith::XOrIOp::create(
+          b, loc, cls.full, arith::ConstantIntOp::create(b, loc, 1, 1));
+    blk.sScratch = t.sS;
+    blk.dpScratch = t.sDp;
+    blk.pScratch = t.sP;
+    blk.dsScratch = t.sDs;
+    blk.tileM = t.mt;
+    blk.tileN = t.nt;
+    Value dqAcc = st[0];
+    Value dqTile = rowTile(b, loc, dqAcc, bl, g, m0, t.mt);
+    SmallVector<Value> r =
+        buildBackwardBlock(b, loc, t.op, blk, dqTile, st[1], st[2], cfg);
+    OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+    Value dq = tensor::InsertSliceOp::create(
+        b, loc, r[0], dqAcc, ArrayRef<OpFoldResult>{bl, g, m0, z},
+        ArrayRef<OpFoldResult>{one, one, b.getIndexAttr(t.mt),
+                               b.getIndexAttr(t.e)},
+        SmallVector<OpFoldResult>(4, one));
+    return {dq, r[1], r[2]};
+  };
+  if (!cls.live)
+    return compute();
+  auto ifOp = scf::IfOp::create(b, loc, st.getTypes(), cls.live,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, compute());
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, st);
+  return SmallVector<Value>(ifOp.getResults());
+}
+
+using BodyFn = function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
+                                               ValueRange)>;
+static SmallVector<Value> forLoop(OpBuilder &b, Location loc, Value lb,
+                                  Value ub, ValueRange init, BodyFn body) {
+  auto loop = scf::ForOp::create(
+      b, loc, lb, ub, cIdx(b, loc, 1), init,
+      [&](OpBuilder &nb, Location l, Value iv, ValueRange it) {
+        scf::YieldOp::create(nb, l, body(nb, l, iv, it));
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
+LogicalResult mlir::flex::decomposeAttentionBackwardTile(
+    RewriterBase &rewriter, AttentionBackwardOp tile, const FlashConfig &cfg,
+    const BackwardRowStats *stats, const BackwardKeyValueLayout *layout) {
+  if (std::optional<std::string> why = flashBackwardUnsupportedReason(tile))
+    return tile.emitOpError("cannot decompose into key blocks: ") << *why;
+  auto qTy = cast<RankedTensorType>(tile.getQuery().getType());
+  auto kTy = cast<RankedTensorType>(tile.getKey().getType());
+  int64_t g = qTy.getDimSize(1);
+  if (kTy.getDimSize(1) != 1 || ShapedType::isDynamic(g) ||
+      g != tile.getGroupSize())
+    return tile.emitOpError("expected a tile with one kv head (key [Bkv, 1, "
+                            "N, E], query [B, G, M, E] with G the group "
+                            "size; tile B and Hkv first), got query ")
+           << qTy << " and key " << kTy;
+  if (std::optional<ArrayRef<int64_t>> bs = tile.getBlockSizes())
+    if ((*bs)[0] % cfg.tileM || (*bs)[1] % cfg.tileN)
+      return tile.emitOpError("the tiles (")
+             << cfg.tileM << " rows, key blocks of " << cfg.tileN
+             << ") must nest in the BlockMask blocks (" << (*bs)[0] << ", "
+             << (*bs)[1] << ")";
+  OpBuilder::InsertionGuard guard(rewriter);
+  rewriter.setInsertionPoint(tile);
+  OpBuilder &b = rewriter;
+  Location loc = tile.getLoc();
+  BackwardTile t;
+  t.op = tile;
+  t.mt = cfg.tileM;
+  t.nt = cfg.tileN;
+  t.e = qTy.getDimSize(3);
+  t.ev = tile.getValueType().getDimSize(3);
+  t.g = g;
+  t.kind = blockClassificationKind(tile.getMaskMod(), cfg);
+  Value zero = cIdx(b, loc, 0), one = cIdx(b, loc, 1);
+  ValueRange offs = tile.getOffsets();
+  t.b0 = offs.empty() ? zero : offs[0];
+  t.h0 = offs.empty() ? zero : offs[1];
+  t.m = dimValue(b, loc, tile.getQuery(), 2);
+  Value mtV = cIdx(b, loc, t.mt);
+  t.numQB = b.createOrFold<arith::CeilDivUIOp>(loc, t.m, mtV);
+  Value mp = b.createOrFold<arith::MulIOp>(loc, t.numQB, mtV);
+  int64_t mStatic = qTy.getDimSize(2);
+  bool pad = ShapedType::isDynamic(mStatic) || mStatic % t.mt != 0;
+  int64_t mpStatic = ShapedType::isDynamic(mStatic)
+                         ? ShapedType::kDynamic
+                         : llvm::divideCeil(mStatic, t.mt) * t.mt;
+  Value bt = dimValue(b, loc, tile.getQuery(), 0);
+  Value bkt = dimValue(b, loc, tile.getKey(), 0);
+
+  // Row statistics: slices of the caller's pre-pass, else the tile's own.
+  Value delta, lse;
+  if (auto o = offsetsIn(b, tile.getQuery(), stats ? stats->sourceQuery
+                                                   : Value())) {
+    OpFoldResult z = b.getIndexAttr(0), o1 = b.getIndexAttr(1);
+    SmallVector<OpFoldResult> off = {(*o)[0], (*o)[1], z};
+    SmallVector<OpFoldResult> sz = {getAsOpFoldResult(bt),
+                                    b.getIndexAttr(g),
+                                    getAsOpFoldResult(t.m)};
+    SmallVector<OpFoldResult> strides(3, o1);
+    delta = tensor::ExtractSliceOp::create(b, loc, stats->delta, off, sz,
+                                           strides);
+    lse = tensor::ExtractSliceOp::create(b, loc, stats->lse, off, sz,
+                                         strides);
+  } else {
+    BackwardRowStats own = buildBackwardRowStats(b, loc, tile);
+    delta = own.delta;
+    lse = own.lse;
+  }
+  t.q = tile.getQuery();
+  t.dout = tile.getGradOut();
+  t.lse = lse;
+  t.delta = delta;
+  if (pad) {
+    t.q = padRows(b, loc, t.q, t.m, mp, mpStatic);
+    t.dout = padRows(b, loc, t.dout, t.m, mp, mpStatic);
+    t.lse = padRows(b, loc, t.lse, t.m, mp, mpStatic);
+    t.delta = padRows(b, loc, t.delta, t.m, mp, mpStatic);
+  }
+
+  // Keys and values: the hoisted layout when the tile's key is its slice.
+  BackwardKeyValueLayout own;
+  if (auto o = offsetsIn(b, tile.getKey(),
+                         layout ? layout->sourceKey : Value())) {
+    t.kb0 = getValueOrCreateConstantIndexOp(b, loc, (*o)[0]);
+    t.kh = getValueOrCreateConstantIndexOp(b, loc, (*o)[1]);
+  } else {
+    own = buildBackwardKeyValueLayout(b, loc, tile.getKey(), tile.getValue(),
+                                      cfg);
+    layout = &own;
+    t.kb0 = zero;
+    t.kh = zero;
+  }
+  t.keysT = layout->keysT;
+  t.valuesT = layout->valuesT;
+  t.keyRows = layout->keyRows;
+  t.kvLen = layout->kvLen;
+  t.numKB = layout->numBlocks;
+
+  SmallVector<Value> sc = scratches(
+      b, loc, tile,
+      {{t.mt, t.nt}, {t.mt, t.nt}, {t.mt, t.nt}, {t.mt, t.nt}});
+  t.sS = sc[0];
+  t.sDp = sc[1];
+  t.sP = sc[2];
+  t.sDs = sc[3];
+  SmallVector<Value> acc = scratches(b, loc, tile, {{t.nt, t.e}, {t.nt, t.ev}});
+  t.sDk = acc[0];
+  t.sDv = acc[1];
+
+  // dQ accumulator: f32, padded rows; the init itself when that is both.
+  Value dqAcc = tile.getGradQuery();
+  Type qElt = qTy.getElementType();
+  if (pad) {
+    dqAcc = padRows(b, loc, dqAcc, t.m, mp, mpStatic);
+  }
+  {
+    auto accTy = cast<RankedTensorType>(dqAcc.getType());
+    SmallVector<Value> dyn;
+    for (int64_t d = 0; d < 4; ++d)
+      if (accTy.isDynamicDim(d))
+        dyn.push_back(tensor::DimOp::create(b, loc, dqAcc, d));
+    Value dest = bufferization::AllocTensorOp::create(
+        b, loc, RankedTensorType::get(accTy.getShape(), b.getF32Type()), dyn);
+    dqAcc = convert(b, loc, dqAcc, dest);
+  }
+
+  std::optional<int64_t> nStatic = getConstantIntValue(t.kvLen);
+  bool wholeBlocks = nStatic && *nStatic % t.nt == 0;
+  Value ntV = cIdx(b, loc, t.nt);
+  Value lastKey = arith::SubIOp::create(b, loc, t.kvLen, one);
+
+  // The results go to fresh allocations, the inits are only read: the
+  // frontend's zero-filled inits of equal shapes are one value after CSE,
+  // and empty-tensor elimination then made the dK and dV chains (or dQ)
+  // write one buffer. alloc_tensor is not merged; the copy into the
+  // caller's buffer costs O(N E) per tile.
+  auto fresh = [&](Value like) -> Value {
+    auto ty = cast<RankedTensorType>(like.getType());
+    SmallVector<Value> dyn;
+    for (int64_t d = 0; d < ty.getRank(); ++d)
+      if (ty.isDynamicDim(d))
+        dyn.push_back(tensor::DimOp::create(b, loc, like, d));
+    return bufferization::AllocTensorOp::create(b, loc, ty, dyn);
+  };
+  Value dkInit = tile.getGradKey(), dvInit = tile.getGradValue();
+  SmallVector<Value> init = {dqAcc, fresh(dkInit), fresh(dvInit)};
+  SmallVector<Value> res = forLoop(
+      b, loc, zero, bkt, init,
+      [&](OpBuilder &kbB, Location l, Value kbl, ValueRange kbIt) {
+        // The query batches of kv batch kbl: itself, or all of them when
+        // the key batch is broadcast.
+        Value same =
+            arith::CmpIOp::create(kbB, l, arith::CmpIPredicate::eq, bkt, bt);
+        Value bLo = arith::SelectOp::create(kbB, l, same, kbl, zero);
+        Value bHi = arith::SelectOp::create(
+            kbB, l, same, arith::AddIOp::create(kbB, l, kbl, one), bt);
+        Value kbG = arith::AddIOp::create(kbB, l, t.kb0, kbl);
+        return forLoop(
+            kbB, l, zero, t.numKB, kbIt,
+            [&](OpBuilder &jb, Location l2, Value j, ValueRange jIt) {
+              Value n0 = arith::MulIOp::create(jb, l2, j, ntV);
+              Value nHi = arith::MinSIOp::create(
+                  jb, l2,
+                  arith::AddIOp::create(jb, l2, n0, cIdx(jb, l2, t.nt - 1)),
+                  lastKey);
+              Value keyT =
+                  layoutTile(jb, l2, t.keysT, kbG, t.kh, j, t.e, t.nt);
+              Value valueT =
+                  layoutTile(jb, l2, t.valuesT, kbG, t.kh, j, t.ev, t.nt);
+              Value keyRows =
+                  layoutTile(jb, l2, t.keyRows, kbG, t.kh, n0, t.nt, t.e);
+              Value f0 = arith::ConstantOp::create(jb, l2,
+                                                   jb.getF32FloatAttr(0));
+              Value dk0 = linalg::FillOp::create(jb, l2, ValueRange{f0},
+                                                 ValueRange{t.sDk})
+                              .getResult(0);
+              Value dv0 = linalg::FillOp::create(jb, l2, ValueRange{f0},
+                                                 ValueRange{t.sDv})
+                              .getResult(0);
+              SmallVector<Value> acc = forLoop(
+                  jb, l2, bLo, bHi, ValueRange{jIt[0], dk0, dv0},
+                  [&](OpBuilder &bb, Location l3, Value bl, ValueRange bIt) {
+                    return forLoop(
+                        bb, l3, zero, cIdx(bb, l3, t.g), bIt,
+                        [&](OpBuilder &gb, Location l4, Value gi,
+                            ValueRange gIt) {
+                          return forLoop(
+                              gb, l4, zero, t.numQB, gIt,
+                              [&](OpBuilder &ib, Location l5, Value i,
+                                  ValueRange iIt) {
+                                return buildPairStep(ib, l5, t, cfg, bl, gi, i,
+                                                     n0, nHi, keyT, valueT,
+                                                     keyRows, iIt);
+                              });
+                        });
+                  });
+              OpFoldResult valid =
+                  wholeBlocks
+                      ? OpFoldResult(jb.getIndexAttr(t.nt))
+                      : OpFoldResult(
+                            arith::MinSIOp::create(
+                                jb, l2, ntV,
+                                arith::SubIOp::create(jb, l2, t.kvLen, n0))
+                                .getResult());
+              Value dk = addKeyRows(jb, l2, dkInit, jIt[1], acc[1], kbl, n0,
+                                    valid);
+              Value dv = addKeyRows(jb, l2, dvInit, jIt[2], acc[2], kbl, n0,
+                                    valid);
+              return SmallVector<Value>{acc[0], dk, dv};
+            });
+      });
+
+  // grad_query: the accumulator's rows [0, M), rounded.
+  Value dq = res[0];
+  if (pad) {
+    OpFoldResult z = b.getIndexAttr(0), o1 = b.getIndexAttr(1);
+    SmallVector<OpFoldResult> sz = {getAsOpFoldResult(bt), b.getIndexAttr(g),
+                                    getAsOpFoldResult(t.m),
+                                    b.getIndexAttr(t.e)};
+    SmallVector<int64_t> shape(qTy.getShape());
+    dq = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get(shape, b.getF32Type()), dq,
+        SmallVector<OpFoldResult>(4, z), sz, SmallVector<OpFoldResult>(4, o1));
+  }
+  if (!qElt.isF32())
+    dq = convert(b, loc, dq, fresh(tile.getGradQuery()));
+  rewriter.replaceOp(tile, ValueRange{dq, res[1], res[2]});
+  return success();
+}

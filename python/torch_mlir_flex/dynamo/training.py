@@ -1,0 +1,86 @@
+"""Training through `torch.compile(model, backend="torch_mlir_flex")`.
+
+A graph Dynamo captures with grad mode on and an input that requires grad
+goes through AOTAutograd, which hands us a functional forward graph (its
+outputs: the user's, then the tensors saved for the backward: q, k, v, out,
+logsumexp and the modifiers' captured tensors of each flex_attention) and,
+at the first `backward()`, the backward graph (flex_attention's
+`flex_attention_backward` higher-order op and the joint graph of its
+score_mod). Both compile like any other graph (`compile_graph`: export,
+import, lower, JIT); a graph that cannot runs in eager PyTorch with a
+warning, as in inference. `stats["forward"]` / `stats["backward"]` count
+the compiled ones.
+
+AOTAutograd passes fake tensors as examples; the export takes real ones of
+the same sizes and strides (sizes that are symbols take their hints, and
+stay dynamic): the graphs view tensors whose layout the forward fixed.
+"""
+
+from typing import Callable, List, Optional
+
+
+def aot_backend(gm, example_inputs: List, backend: Optional[str]) -> Callable:
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from ..importer.closure_captures import inline_scalar_constants
+    from . import compile_graph, stats
+
+    name = f"graph{stats['graphs'] - 1}"
+
+    def compiler(kind: str):
+        def compile_(graph, fakes):
+            # A constant a modifier makes (`shift[0]`: torch.tensor(0)) is an
+            # attribute of the modifier's submodule, which export would make fake.
+            with unset_fake_temporarily():
+                inline_scalar_constants(graph)
+            fn = compile_graph(graph, real_examples(fakes), backend, f"{name}_{kind}", kind=kind,
+                               keep_strides=True)
+            return make_boxed_func(fn)
+
+        return compile_
+
+    return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                        inference_compiler=compiler("compiled"),
+                        decompositions=backward_decompositions())(gm, example_inputs)
+
+
+def backward_decompositions() -> dict:
+    """torch's decompositions of the gradient ops (`silu_backward`,
+    `_fused_rms_norm_backward`, `_softmax_backward_data`, ...) and of the
+    forward ops whose saved values they read: the backward graph then holds
+    core aten ops that torch-mlir lowers."""
+    import torch._decomp as decomp
+
+    table = decomp.decomposition_table
+    return {op: fn for op, fn in table.items()
+            if "backward" in op.name() or op.name() == "aten::_fused_rms_norm"}
+
+
+def real_examples(fakes: List) -> List:
+    """Real tensors for AOTAutograd's fake examples (zeros of the same
+    sizes, strides and dtypes; symbolic sizes at their hints); SymInts stay."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+    out = []
+    with unset_fake_temporarily():
+        for x in fakes:
+            if isinstance(x, FakeTensor):
+                out.append(torch.empty_strided([_hint(s) for s in x.shape], [_hint(s) for s in x.stride()],
+                                               dtype=x.dtype).zero_())
+            else:
+                out.append(x)
+    return out
+
+
+def _hint(size) -> int:
+    node = getattr(size, "node", None)
+    if node is None:
+        return int(size)
+    hint = getattr(node, "hint", None)
+    if hint is None:
+        hint = node.shape_env.size_hint(node.expr)
+    return int(hint)

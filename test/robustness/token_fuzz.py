@@ -109,7 +109,7 @@ def mutate_token(text: str, rng: random.Random, vocab: Sequence[str]) -> Tuple[s
         new = ""
     elif kind == "duplicate":
         new = old + " " + old
-    elif kind == "swap" and i + 1 < len(toks):
+    elif kind == "swap" and i + 1 < len(toks) and "\n" not in text[m.end():toks[i + 1].start()]:
         n = toks[i + 1]
         return (text[:m.start()] + n.group(0) + text[m.end():n.start()] + old + text[n.end():],
                 f"swap {old!r} <-> {n.group(0)!r} at {m.start()}")

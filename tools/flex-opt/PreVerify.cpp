@@ -41,6 +41,34 @@ static size_t findHugeShape(StringRef line) {
   return StringRef::npos;
 }
 
+/// Position of a `permutation = [...]` / `dimensions = [...]` list (the
+/// custom forms of linalg.transpose, broadcast, reduce) with an entry that
+/// is not an integer: their parsers set a null attribute after the failed
+/// integer parse, and NamedAttrList::set asserts.
+static size_t findNonIntegerPermutation(StringRef line) {
+  for (StringRef key : {"permutation", "dimensions"}) {
+    for (size_t at = line.find(key); at != StringRef::npos;
+         at = line.find(key, at + 1)) {
+      StringRef rest = line.drop_front(at + key.size()).ltrim();
+      if (!rest.consume_front("="))
+        continue;
+      rest = rest.ltrim();
+      if (!rest.consume_front("["))
+        continue;
+      StringRef list = rest.take_until([](char c) { return c == ']'; });
+      SmallVector<StringRef> entries;
+      list.split(entries, ',');
+      for (StringRef entry : entries) {
+        entry = entry.trim();
+        int64_t value;
+        if (!entry.empty() && entry.getAsInteger(10, value))
+          return at;
+      }
+    }
+  }
+  return StringRef::npos;
+}
+
 static void printError(const llvm::MemoryBuffer &buffer, const char *at,
                        const Twine &message) {
   llvm::SourceMgr mgr;
@@ -66,6 +94,14 @@ mlir::flex::checkKnownParserAborts(const llvm::MemoryBuffer &buffer) {
                  "a dense array attribute of index elements (array<index: "
                  "...>) is not supported (it crashes the MLIR 22.1.8 "
                  "parser); use array<i32: ...> or array<i64: ...>");
+      return failure();
+    }
+    if (size_t at = findNonIntegerPermutation(line); at != StringRef::npos) {
+      printError(buffer, line.data() + at,
+                 "a non-integer entry in a `permutation = [...]` or "
+                 "`dimensions = [...]` list is not supported (it crashes the "
+                 "MLIR 22.1.8 parser of linalg.transpose / broadcast / "
+                 "reduce); write integers");
       return failure();
     }
     if (size_t at = findHugeShape(line); at != StringRef::npos) {

@@ -163,8 +163,9 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
              f"{' bf16-dot=1' if bf16_dot else ''}}})")
     # flex.attention_backward: the flash-style (FA2) tiled backward
-    # (Backward/FlexBackwardToFlash.cpp); ops it leaves (capture gradients,
-    # dynamic head dims) keep flex-to-loops' scalar reference.
+    # (Backward/FlexBackwardToFlash.cpp); ops it leaves (dynamic head dims,
+    # capture gradients of dynamic size or whose per-tile partials would pass
+    # 64 MiB) keep flex-to-loops' scalar reference.
     flash += (f",func.func(flex-backward-to-flash{{tile-m={tile_m} tile-n={tile_n} "
               f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
               f"{f' serial-below-us={serial_below_us}' if openmp else ''}}})")

@@ -68,6 +68,22 @@ def _check_shapes(text: str):
                     "element count above 2^56 is not supported (MLIR 22.1.8 crashes computing its size)")
 
 
+# linalg.transpose / broadcast / reduce: a failed integer in their
+# `permutation = [...]` / `dimensions = [...]` leaves a null attribute that
+# NamedAttrList::set asserts on.
+_INT_LIST = re.compile(r"\b(?:permutation|dimensions)\s*=\s*\[([^\]\n]*)\]")
+
+
+def _check_int_lists(text: str):
+    for m in _INT_LIST.finditer(text):
+        entries = [e.strip() for e in m.group(1).split(",")]
+        if any(e and not re.fullmatch(r"-?\d+", e) for e in entries):
+            raise _flex_backend_error(
+                f"cannot parse module: line {_line_of(text, m.start())}: a non-integer entry in a "
+                "`permutation = [...]` or `dimensions = [...]` list is not supported (it crashes the "
+                "MLIR 22.1.8 parser of linalg.transpose / broadcast / reduce); write integers")
+
+
 def check_known_parser_aborts(text: str):
     """Raises FlexBackendError if `text` holds a construct on which the MLIR
     22.1.8 parser or verifier asserts and kills the process instead of
@@ -79,6 +95,7 @@ def check_known_parser_aborts(text: str):
                 f"cannot parse module: line {_line_of(text, m.start())}: {what} is not supported "
                 f"(it crashes the MLIR 22.1.8 parser); {advice}")
     _check_shapes(text)
+    _check_int_lists(text)
     _check_transform_sizes(text)
 
 

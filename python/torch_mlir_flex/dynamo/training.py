@@ -36,6 +36,7 @@ def aot_backend(gm, example_inputs: List, backend: Optional[str]) -> Callable:
             # attribute of the modifier's submodule, which export would make fake.
             with unset_fake_temporarily():
                 inline_scalar_constants(graph)
+            drop_detaches(graph)
             fn = compile_graph(graph, real_examples(fakes), backend, f"{name}_{kind}", kind=kind,
                                keep_strides=True)
             return make_boxed_func(fn)
@@ -57,6 +58,18 @@ def backward_decompositions() -> dict:
     table = decomp.decomposition_table
     return {op: fn for op, fn in table.items()
             if "backward" in op.name() or op.name() == "aten::_fused_rms_norm"}
+
+
+def drop_detaches(gm) -> None:
+    """AOTAutograd's graphs detach what they save; exported without grad,
+    `detach` only makes the export re-trace the graph (decomposition_check.py)."""
+    import torch
+
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.detach.default:
+            n.replace_all_uses_with(n.args[0])
+            gm.graph.erase_node(n)
+    gm.recompile()
 
 
 def real_examples(fakes: List) -> List:

@@ -33,7 +33,7 @@ from torch import fx
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from .block_mask import FLEX_HOP
+from .hop_layout import FLEX_BACKWARD_HOP, FLEX_HOP
 from .modifier_ops import UNSUPPORTED_IN_MODIFIER
 
 PLAIN_INPUTS = (InputKind.USER_INPUT, InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
@@ -78,7 +78,7 @@ def _graph_is_final(gm: fx.GraphModule, table) -> bool:
 
 
 def _final_call(target, table) -> bool:
-    if target is operator.getitem or target is FLEX_HOP:
+    if target is operator.getitem or target is FLEX_HOP or target is FLEX_BACKWARD_HOP:
         return True
     if not isinstance(target, torch._ops.OpOverload) or target.namespace not in OWN_NAMESPACES:
         return False

@@ -77,8 +77,8 @@ def parse_flex_node(node: fx.Node) -> FlexCall:
         )
     if len(node.args) != lay.num_args:
         raise FlexImportError(
-            f"flex_attention {where}: HOP {node.target} has {len(node.args)} arguments, "
-            f"expected {lay.num_args}. "
+            f"flex_attention {where}: HOP has {len(node.args)} arguments, expected "
+            f"{lay.num_args} ({node.target}). "
             f"This importer targets torch 2.13, running torch {torch.__version__}."
         )
     a = node.args

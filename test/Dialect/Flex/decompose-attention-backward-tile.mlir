@@ -73,3 +73,48 @@ func.func @tile(%q: tensor<1x2x32x8xf32>, %k: tensor<1x1x32x8xf32>, %v: tensor<1
       } -> tensor<1x2x32x8xf32>, tensor<1x1x32x8xf32>, tensor<1x1x32x4xf32>
   return %dq, %dk, %dv : tensor<1x2x32x8xf32>, tensor<1x1x32x8xf32>, tensor<1x1x32x4xf32>
 }
+
+// -----
+
+// A tile with a capture gradient (ALiBi slopes, d/dslope = dS * (n - m)) and
+// no caller-provided partials: its own zero-filled [C + 1] f32 partial,
+// threaded through the block loops, scatter-added per point, then added
+// into the init (rounded once) after the loops.
+
+// CHECK-LABEL: func.func @tile_capture_grad
+// CHECK: %[[PBUF:.+]] = bufferization.alloc_tensor() : tensor<5xf32>
+// CHECK: %[[PART:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%[[PBUF]] : tensor<5xf32>)
+// CHECK: %[[RES:.+]]:4 = scf.for {{.+}} iter_args({{.+}}, %{{.+}} = %[[PART]]) -> ({{.+}}, tensor<5xf32>)
+// CHECK: linalg.generic {{.+}} outs({{.+}} : tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xf32>, tensor<16x16xi32>)
+// CHECK: tensor.extract %{{.+}} : tensor<16x16xi32>
+// CHECK: tensor.insert %{{.+}} : tensor<5xf32>
+// CHECK: %[[USED:.+]] = tensor.extract_slice %[[RES]]#3[0] [4] [1] : tensor<5xf32> to tensor<4xf32>
+// CHECK: %[[DS:.+]] = linalg.generic {{.+}} iterator_types = ["parallel"]} ins(%[[USED]] : tensor<4xf32>)
+// CHECK: return {{.+}}, %[[DS]]
+func.func @tile_capture_grad(%q: tensor<1x2x32x8xf32>, %k: tensor<1x1x32x8xf32>, %v: tensor<1x1x32x4xf32>, %o: tensor<1x2x32x4xf32>, %lse: tensor<1x2x32xf32>, %do: tensor<1x2x32x4xf32>, %slopes: tensor<4xf32>, %dq0: tensor<1x2x32x8xf32>, %dk0: tensor<1x1x32x8xf32>, %dv0: tensor<1x1x32x4xf32>, %ds0: tensor<4xf32>, %b0: index, %h0: index) -> (tensor<1x2x32x8xf32>, tensor<1x1x32x8xf32>, tensor<1x1x32x4xf32>, tensor<4xf32>) {
+  %dq, %dk, %dv, %ds = flex.attention_backward
+      ins(%q, %k, %v, %o, %lse, %do : tensor<1x2x32x8xf32>, tensor<1x1x32x8xf32>, tensor<1x1x32x4xf32>, tensor<1x2x32x4xf32>, tensor<1x2x32xf32>, tensor<1x2x32x4xf32>)
+      captures(%slopes : tensor<4xf32>)
+      offsets(%b0, %h0)
+      outs(%dq0, %dk0, %dv0 : tensor<1x2x32x8xf32>, tensor<1x1x32x8xf32>, tensor<1x1x32x4xf32>)
+      capture_grads(%ds0 : tensor<4xf32>) grad_captures [0]
+      scale(0.353553385) {kv_group_size = 2 : i64}
+      score_mod {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index):
+        %sl = tensor.extract %slopes[%h] : tensor<4xf32>
+        %d = arith.subi %n, %m : index
+        %di = arith.index_cast %d : index to i64
+        %df = arith.sitofp %di : i64 to f32
+        %x = arith.mulf %sl, %df : f32
+        %y = arith.addf %s, %x : f32
+        flex.yield %y : f32
+      } joint {
+      ^bb0(%s: f32, %b: index, %h: index, %m: index, %n: index, %g: f32):
+        %d = arith.subi %n, %m : index
+        %di = arith.index_cast %d : index to i64
+        %df = arith.sitofp %di : i64 to f32
+        %x = arith.mulf %g, %df : f32
+        flex.yield %g, %x, %h : f32, f32, index
+      } -> tensor<1x2x32x8xf32>, tensor<1x1x32x8xf32>, tensor<1x1x32x4xf32>, tensor<4xf32>
+  return %dq, %dk, %dv, %ds : tensor<1x2x32x8xf32>, tensor<1x1x32x8xf32>, tensor<1x1x32x4xf32>, tensor<4xf32>
+}

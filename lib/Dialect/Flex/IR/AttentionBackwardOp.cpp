@@ -1,8 +1,9 @@
 //===- AttentionBackwardOp.cpp - flex.attention_backward verifier ---------===//
 //
-// Verifier, region verifier, destination-passing and memory-effect methods
-// of flex.attention_backward. The operand rules shared with flex.attention
-// (query/key/value, block tensors, score_mod/mask_mod) use its helpers.
+// Verifier, region verifier and destination-passing method of
+// flex.attention_backward. The operand rules shared with flex.attention
+// (query/key/value, block tensors, score_mod/mask_mod) use its helpers; the
+// methods both define alike are in FlexOps.td (Flex_AttentionLikeOp).
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionCommon.h"
@@ -16,33 +17,7 @@ using namespace mlir::flex::attn;
 MutableOperandRange AttentionBackwardOp::getDpsInitsMutable() {
   // grad_query, grad_key, grad_value and the capture gradients are the last
   // operands.
-  unsigned begin = getGradQueryMutable().getOperandNumber();
-  return MutableOperandRange(getOperation(), begin,
-                             getOperation()->getNumOperands() - begin);
-}
-
-bool AttentionBackwardOp::hasTensorSemantics() {
-  return attn::hasTensorSemantics(getOperation());
-}
-
-bool AttentionBackwardOp::hasBufferSemantics() {
-  return attn::hasBufferSemantics(getOperation());
-}
-
-int64_t AttentionBackwardOp::getGroupSize() {
-  if (std::optional<int64_t> g = getKvGroupSize())
-    return *g;
-  int64_t hq = getQueryType().getDimSize(1);
-  int64_t hkv = getKeyType().getDimSize(1);
-  if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv) || hkv == 0)
-    return 1;
-  return hq / hkv;
-}
-
-void AttentionBackwardOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  getShapedOperandEffects(*this, effects);
+  return operandsFrom(getGradQueryMutable());
 }
 
 /// `v` has element type `elt` and a shape compatible with `shape`.

@@ -51,6 +51,12 @@ LogicalResult attn::verifyRank(Operation *op, Value v, StringRef name,
   return success();
 }
 
+MutableOperandRange attn::operandsFrom(OpOperand &first) {
+  Operation *op = first.getOwner();
+  unsigned begin = first.getOperandNumber();
+  return MutableOperandRange(op, begin, op->getNumOperands() - begin);
+}
+
 bool attn::hasTensorSemantics(Operation *op) {
   return llvm::all_of(op->getOperands(), [](Value v) {
     return !isa<ShapedType>(v.getType()) || isa<RankedTensorType>(v.getType());
@@ -62,6 +68,17 @@ bool attn::hasBufferSemantics(Operation *op) {
          llvm::all_of(op->getOperands(), [](Value v) {
            return !isa<ShapedType>(v.getType()) || isa<MemRefType>(v.getType());
          });
+}
+
+int64_t attn::groupSize(std::optional<int64_t> kvGroupSize, ShapedType query,
+                        ShapedType key) {
+  if (kvGroupSize)
+    return *kvGroupSize;
+  int64_t hq = query.getDimSize(1);
+  int64_t hkv = key.getDimSize(1);
+  if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv) || hkv == 0)
+    return 1;
+  return hq / hkv;
 }
 
 LogicalResult attn::verifyShapedKinds(Operation *op) {
@@ -197,6 +214,10 @@ bool attn::isFullExtent(OpFoldResult size, OpFoldResult full, Value src,
 
 Value attn::toValue(OpBuilder &b, Location loc, OpFoldResult ofr) {
   return getValueOrCreateConstantIndexOp(b, loc, ofr);
+}
+
+Value mlir::flex::emitDim(OpBuilder &b, Location loc, Value v, int64_t d) {
+  return toValue(b, loc, dimOf(b, loc, v, d));
 }
 
 Value attn::loadF32(OpBuilder &b, Location loc, Value memref,

@@ -42,8 +42,15 @@ LogicalResult verifyHeadRatio(Operation *op, int64_t hq, int64_t hkv);
 LogicalResult verifyDpsResults(DestinationStyleOpInterface op,
                                bool allTensors);
 
+/// The operands from `first` to the end: the inits of an op whose inits
+/// are its last operands (getDpsInitsMutable).
+MutableOperandRange operandsFrom(OpOperand &first);
 bool hasTensorSemantics(Operation *op);
 bool hasBufferSemantics(Operation *op);
+/// The GQA ratio G: `kvGroupSize` when set, else Hq / Hkv (1 when either
+/// is dynamic or Hkv is 0).
+int64_t groupSize(std::optional<int64_t> kvGroupSize, ShapedType query,
+                  ShapedType key);
 /// Memref operands: inits written, every other one read.
 void getShapedOperandEffects(
     DestinationStyleOpInterface op,

@@ -119,15 +119,6 @@ static Value cIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
-static Value dimValue(OpBuilder &b, Location loc, Value src, int64_t d) {
-  auto t = cast<ShapedType>(src.getType());
-  if (!t.isDynamicDim(d))
-    return cIndex(b, loc, t.getDimSize(d));
-  if (isa<RankedTensorType>(t))
-    return tensor::DimOp::create(b, loc, src, d);
-  return memref::DimOp::create(b, loc, src, d);
-}
-
 /// src[idx] as an index (tensor.extract or memref.load).
 static Value loadIndex(OpBuilder &b, Location loc, Value src, ValueRange idx) {
   Value x;
@@ -147,7 +138,7 @@ static Value broadcastIndex(OpBuilder &b, Location loc, Value src, int64_t d,
   if (!t.isDynamicDim(d))
     return i;
   Value isOne = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                      dimValue(b, loc, src, d),
+                                      emitDim(b, loc, src, d),
                                       cIndex(b, loc, 1));
   return arith::SelectOp::create(b, loc, isOne, cIndex(b, loc, 0), i);
 }
@@ -166,7 +157,7 @@ BlockRow mlir::flex::emitBlockRow(OpBuilder &b, Location loc,
   Value rowOk = arith::ConstantIntOp::create(b, loc, 1, 1);
   for (auto [d, i] : llvm::enumerate(r.row)) {
     Value lt = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, i,
-                                     dimValue(b, loc, num, d));
+                                     emitDim(b, loc, num, d));
     rowOk = arith::AndIOp::create(b, loc, rowOk, lt);
   }
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()}, rowOk,
@@ -178,7 +169,7 @@ BlockRow mlir::flex::emitBlockRow(OpBuilder &b, Location loc,
   Value count = arith::MaxSIOp::create(b, loc, ifOp.getResult(0),
                                        cIndex(b, loc, 0));
   r.count =
-      arith::MinSIOp::create(b, loc, count, dimValue(b, loc, r.indices, 3));
+      arith::MinSIOp::create(b, loc, count, emitDim(b, loc, r.indices, 3));
   return r;
 }
 
@@ -270,9 +261,9 @@ static Value asI64(OpBuilder &b, Location loc, Value index) {
 static void checkCounts(OpBuilder &b, Location loc, Value num, Value idx,
                         StringRef name) {
   Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
-  Value nb = dimValue(b, loc, idx, 3);
-  SmallVector<Value> ubs = {dimValue(b, loc, num, 0), dimValue(b, loc, num, 1),
-                            dimValue(b, loc, num, 2)};
+  Value nb = emitDim(b, loc, idx, 3);
+  SmallVector<Value> ubs = {emitDim(b, loc, num, 0), emitDim(b, loc, num, 1),
+                            emitDim(b, loc, num, 2)};
   std::string msg = (name + " value {0} at query block {1} is out of range "
                             "[0, {2}] (the number of blocks in the indices)")
                         .str();
@@ -304,7 +295,7 @@ static void checkDynamicExtents(OpBuilder &b, Location loc,
   for (auto [d, name] : {std::pair<int, StringRef>(0, "batch"), {1, "head"}}) {
     if (!numTy.isDynamicDim(d) && !qTy.isDynamicDim(d))
       continue;
-    Value ext = dimValue(b, loc, num, d), want = dimValue(b, loc, q, d);
+    Value ext = emitDim(b, loc, num, d), want = emitDim(b, loc, q, d);
     Value ok = arith::OrIOp::create(b, loc, eq(ext, cIndex(b, loc, 1)),
                                     eq(ext, want));
     CheckOp::create(b, loc, ok,
@@ -315,7 +306,7 @@ static void checkDynamicExtents(OpBuilder &b, Location loc,
   }
   if (!numTy.isDynamicDim(2) && !qTy.isDynamicDim(2))
     return;
-  Value mb = dimValue(b, loc, num, 2), m = dimValue(b, loc, q, 2);
+  Value mb = emitDim(b, loc, num, 2), m = emitDim(b, loc, q, 2);
   Value qbs = cIndex(b, loc, (*op.getBlockSizes())[0]);
   Value rows = arith::MulIOp::create(b, loc, mb, qbs);
   Value ok =

@@ -1,7 +1,8 @@
 //===- FlexOps.cpp - flex.attention verifier and helpers ------------------===//
 //
-// Verifier, destination-passing and memory-effect methods of flex.attention,
-// and the per-point score computation shared by every lowering.
+// Verifier and destination-passing method of flex.attention, the per-point
+// score computation shared by every lowering, and (from FlexOps.td) the
+// methods flex.attention and flex.attention_backward define alike.
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionCommon.h"
@@ -24,33 +25,7 @@ using namespace mlir::flex::attn;
 MutableOperandRange AttentionOp::getDpsInitsMutable() {
   // output, then the optional logsumexp and max_scores, which are contiguous
   // at the end of the operand list.
-  unsigned begin = getOutputMutable().getOperandNumber();
-  return MutableOperandRange(getOperation(), begin,
-                             getOperation()->getNumOperands() - begin);
-}
-
-bool AttentionOp::hasTensorSemantics() {
-  return attn::hasTensorSemantics(getOperation());
-}
-
-bool AttentionOp::hasBufferSemantics() {
-  return attn::hasBufferSemantics(getOperation());
-}
-
-int64_t AttentionOp::getGroupSize() {
-  if (std::optional<int64_t> g = getKvGroupSize())
-    return *g;
-  int64_t hq = getQueryType().getDimSize(1);
-  int64_t hkv = getKeyType().getDimSize(1);
-  if (ShapedType::isDynamic(hq) || ShapedType::isDynamic(hkv) || hkv == 0)
-    return 1;
-  return hq / hkv;
-}
-
-void AttentionOp::getEffects(
-    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
-        &effects) {
-  getShapedOperandEffects(*this, effects);
+  return operandsFrom(getOutputMutable());
 }
 
 LogicalResult AttentionOp::verify() {

@@ -149,28 +149,6 @@ ifElse(OpBuilder &b, Location loc, Value cond, TypeRange types,
   return SmallVector<Value>(ifOp.getResults());
 }
 
-/// The BlockMask tensors' verdict on a tile (which lies in one block pair,
-/// see chooseFlashConfig) folded into the mask's classification: live when
-/// the block is listed full, or partial and the mask may keep a point;
-/// full (no mask) when listed full, or partial and the mask keeps all.
-static BlockClass withBlockTensors(OpBuilder &b, Location loc,
-                                   const RowTile &t, Value n0,
-                                   BlockClass mask) {
-  ArrayRef<int64_t> bs = *t.op.getBlockSizes();
-  Value qBlock = arith::DivUIOp::create(b, loc, t.m0, cIdx(b, loc, bs[0]));
-  Value kvBlock = arith::DivUIOp::create(b, loc, n0, cIdx(b, loc, bs[1]));
-  BlockStatus st = emitBlockStatus(b, loc, t.op, t.b, t.h, qBlock, kvBlock);
-  Value t1 = arith::ConstantIntOp::create(b, loc, 1, 1);
-  Value f1 = arith::ConstantIntOp::create(b, loc, 0, 1);
-  Value maskLive = mask.live ? mask.live : t1;
-  Value maskFull = mask.full ? mask.full : (t.op.hasMaskMod() ? f1 : t1);
-  auto either = [&](Value partialAnd) {
-    return arith::OrIOp::create(
-        b, loc, st.full, arith::AndIOp::create(b, loc, st.partial, partialAnd));
-  };
-  return {either(maskLive), either(maskFull)};
-}
-
 /// Moves the ops of `loop`'s body up to `last` (the block classification)
 /// that use only values defined outside the loop in front of it: the parts
 /// of an interval classification that depend on the row tile alone (e.g.
@@ -214,7 +192,8 @@ static SmallVector<Value> buildKeyStep(OpBuilder &b, Location loc,
   if (kind == "interval" && classification)
     *classification = &b.getBlock()->back();
   if (t.op.hasBlockTensors())
-    cls = withBlockTensors(b, loc, t, n0, cls);
+    cls = withBlockStatus(b, loc, t.op, t.op.hasMaskMod(), t.b, t.h, t.m0, n0,
+                          cls);
   bool hasMask = t.op.hasMaskMod();
   // One block for full and partial ones: the mask applies where the block
   // is not full (one copy of the kernels instead of two).

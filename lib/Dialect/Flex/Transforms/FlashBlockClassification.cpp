@@ -3,7 +3,8 @@
 // Whether a (row tile, key block) box of a mask_mod is empty (skipped) or
 // full (computed without the mask): by interval arithmetic when the mask is
 // integer index arithmetic (MaskIntervals.cpp), else by a dense pre-pass
-// that evaluates the mask on every valid point of the block.
+// that evaluates the mask on every valid point of the block; the BlockMask
+// tensors' status folded into a classification (withBlockStatus).
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
@@ -93,4 +94,25 @@ BlockClass mlir::flex::classifyBlock(OpBuilder &b, Location loc,
   if (kind == "dense")
     return denseClassification(b, loc, maskMod, box);
   return {};
+}
+
+BlockClass mlir::flex::withBlockStatus(OpBuilder &b, Location loc,
+                                       BlockTensorOperands op, bool hasMaskMod,
+                                       Value batch, Value head, Value m0,
+                                       Value n0, BlockClass mask) {
+  ArrayRef<int64_t> bs = *op.getBlockSizes();
+  Value qBlock = arith::DivUIOp::create(
+      b, loc, m0, arith::ConstantIndexOp::create(b, loc, bs[0]));
+  Value kvBlock = arith::DivUIOp::create(
+      b, loc, n0, arith::ConstantIndexOp::create(b, loc, bs[1]));
+  BlockStatus st = emitBlockStatus(b, loc, op, batch, head, qBlock, kvBlock);
+  Value t1 = arith::ConstantIntOp::create(b, loc, 1, 1);
+  Value f1 = arith::ConstantIntOp::create(b, loc, 0, 1);
+  Value maskLive = mask.live ? mask.live : t1;
+  Value maskFull = mask.full ? mask.full : (hasMaskMod ? f1 : t1);
+  auto either = [&](Value partialAnd) {
+    return arith::OrIOp::create(
+        b, loc, st.full, arith::AndIOp::create(b, loc, st.partial, partialAnd));
+  };
+  return {either(maskLive), either(maskFull)};
 }

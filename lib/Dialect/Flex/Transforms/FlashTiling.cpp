@@ -1,7 +1,9 @@
 //===- FlashTiling.cpp - row tiles of flex.attention ----------------------===//
 //
 // What the tiled lowering accepts, its tile sizes, and the (B, Hq, M)
-// tiling through flex.attention's TilingInterface with upstream SCF tiling.
+// tiling through flex.attention's TilingInterface with upstream SCF tiling;
+// the operand rules, tile sizes and forall tiling it shares with the
+// backward (flex-backward-to-flash).
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
@@ -13,19 +15,26 @@
 using namespace mlir;
 using namespace mlir::flex;
 
-std::optional<std::string> mlir::flex::flashUnsupportedReason(AttentionOp op) {
-  if (!op.hasTensorSemantics())
+std::optional<std::string>
+mlir::flex::flashOperandsUnsupportedReason(bool tensorSemantics,
+                                           ShapedType query, ShapedType key,
+                                           ShapedType value,
+                                           bool hasKvGroupSize) {
+  if (!tensorSemantics)
     return std::string("operands are memrefs");
-  auto q = cast<RankedTensorType>(op.getQuery().getType());
-  auto k = cast<RankedTensorType>(op.getKey().getType());
-  auto v = cast<RankedTensorType>(op.getValue().getType());
-  if (q.isDynamicDim(3) || v.isDynamicDim(3))
+  if (query.isDynamicDim(3) || value.isDynamicDim(3))
     return std::string("dynamic head dimension E/Ev");
   // Without kv_group_size, dynamic head counts leave G = Hq / Hkv unknown
   // here; the scalar reference computes it at run time.
-  if (!op.getKvGroupSize() && (q.isDynamicDim(1) || k.isDynamicDim(1)))
+  if (!hasKvGroupSize && (query.isDynamicDim(1) || key.isDynamicDim(1)))
     return std::string("dynamic head counts without kv_group_size");
   return std::nullopt;
+}
+
+std::optional<std::string> mlir::flex::flashUnsupportedReason(AttentionOp op) {
+  return flashOperandsUnsupportedReason(
+      op.hasTensorSemantics(), op.getQueryType(), op.getKeyType(),
+      op.getValueType(), op.getKvGroupSize().has_value());
 }
 
 std::optional<double> mlir::flex::estimateOneThreadMicros(AttentionOp op) {
@@ -88,25 +97,33 @@ static int64_t chooseHeadsPerTile(AttentionOp op, int64_t tileM) {
   return g;
 }
 
-FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
-                                          FlashConfig requested) {
-  FlashConfig cfg = requested;
-  int64_t m = op.getQueryType().getDimSize(2);
-  int64_t n = op.getKeyType().getDimSize(2);
-  int64_t e = op.getQueryType().getDimSize(3);
-  cfg.tileM = requested.tileM > 0 ? requested.tileM : 64;
+void mlir::flex::chooseTileSizes(FlashConfig &cfg, int64_t m, int64_t n,
+                                 std::optional<ArrayRef<int64_t>> blockSizes,
+                                 int64_t decodeTileN) {
+  if (cfg.tileM <= 0)
+    cfg.tileM = 64;
   if (!ShapedType::isDynamic(m) && m > 0 && m < cfg.tileM)
     cfg.tileM = m;
-  cfg.tileN = requested.tileN > 0 ? requested.tileN
-                                  : (cfg.tileM <= 16 ? 128 : 64);
+  if (cfg.tileN <= 0)
+    cfg.tileN = cfg.tileM <= 16 ? decodeTileN : 64;
   if (!ShapedType::isDynamic(n) && n > 0 && n < cfg.tileN)
     cfg.tileN = n;
   // With BlockMask tensors every tile lies in one (query, kv) block pair,
   // whose status then classifies the whole tile.
-  if (std::optional<ArrayRef<int64_t>> bs = op.getBlockSizes()) {
-    cfg.tileM = largestDivisorAtMost((*bs)[0], cfg.tileM);
-    cfg.tileN = largestDivisorAtMost((*bs)[1], cfg.tileN);
+  if (blockSizes) {
+    cfg.tileM = largestDivisorAtMost((*blockSizes)[0], cfg.tileM);
+    cfg.tileN = largestDivisorAtMost((*blockSizes)[1], cfg.tileN);
   }
+}
+
+FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
+                                          FlashConfig requested) {
+  FlashConfig cfg = requested;
+  int64_t e = op.getQueryType().getDimSize(3);
+  // A decode-sized M gets a longer key block.
+  chooseTileSizes(cfg, op.getQueryType().getDimSize(2),
+                  op.getKeyType().getDimSize(2), op.getBlockSizes(),
+                  /*decodeTileN=*/128);
   // The decode key split tiles per (b, h): no head groups there.
   cfg.keyChunks = chooseKeySplit(op, cfg, cfg.parallelTasks);
   if (cfg.keyChunks <= 1)
@@ -134,23 +151,36 @@ FailureOr<AttentionOp> mlir::flex::tileAttentionRows(RewriterBase &rewriter,
                                                      int64_t tileM,
                                                      scf::ForallOp *forall,
                                                      int64_t tileH) {
-  scf::SCFTilingOptions options;
-  options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
   Builder b(op.getContext());
   SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(tileH),
                                      b.getIndexAttr(tileM), b.getIndexAttr(0),
                                      b.getIndexAttr(0)};
+  FailureOr<Operation *> tile = tileIntoForall(rewriter, op, sizes,
+                                               "flex-to-flash", "(B, Hq, M)",
+                                               forall);
+  if (failed(tile))
+    return failure();
+  return cast<AttentionOp>(*tile);
+}
+
+FailureOr<Operation *>
+mlir::flex::tileIntoForall(RewriterBase &rewriter, Operation *op,
+                           ArrayRef<OpFoldResult> sizes, StringRef pass,
+                           StringRef dims, scf::ForallOp *forall) {
+  scf::SCFTilingOptions options;
+  options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
   options.setTileSizes(sizes);
   rewriter.setInsertionPoint(op);
-  FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
-      rewriter, cast<TilingInterface>(op.getOperation()), options);
+  FailureOr<scf::SCFTilingResult> tiled =
+      scf::tileUsingSCF(rewriter, cast<TilingInterface>(op), options);
   if (failed(tiled))
-    return op.emitOpError("flex-to-flash: tiling (B, Hq, M) failed");
+    return op->emitOpError(pass + ": tiling " + dims + " failed");
   if (tiled->tiledOps.size() != 1 || tiled->loops.size() != 1)
-    return op.emitOpError("flex-to-flash: expected one tiled op in one loop");
-  auto tile = dyn_cast<AttentionOp>(tiled->tiledOps.front());
-  if (!tile)
-    return op.emitOpError("flex-to-flash: tiling produced no flex.attention");
+    return op->emitOpError(pass + ": expected one tiled op in one loop");
+  Operation *tile = tiled->tiledOps.front();
+  if (tile->getName() != op->getName())
+    return op->emitOpError(pass + ": tiling produced no " +
+                           op->getName().getStringRef());
   if (forall)
     *forall = dyn_cast<scf::ForallOp>(tiled->loops.front().getOperation());
   rewriter.replaceOp(op, tiled->replacements);

@@ -9,16 +9,14 @@
 // are left for flex-to-loops with a remark.
 //
 //===----------------------------------------------------------------------===//
-#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashDriver.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
-#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::flex {
 #define GEN_PASS_DEF_FLEXTOFLASH
@@ -71,50 +69,27 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
                                "and serial-below-us must be >= 0");
       return signalPassFailure();
     }
-    FlashConfig requested;
-    requested.tileM = tileM;
-    requested.tileN = tileN;
-    requested.blockSparsity = blockSparsity;
-    requested.denseClassify = denseClassify;
-    requested.fastExp = fastExp;
-    requested.vectorize = vectorize;
+    FlashConfig requested = requestedFlashConfig(
+        tileM, tileN, blockSparsity, denseClassify, fastExp, vectorize);
     requested.bf16Dot = bf16Dot;
     requested.parallelTasks = splitKeysTasks;
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());
-    SmallVector<Operation *> tanhOps;
+    FlashDriver driver(getOperation(), "flex-to-flash", serialBelowUs,
+                       fastExp);
     for (AttentionOp op : ops) {
-      if (std::optional<std::string> why = flashUnsupportedReason(op)) {
-        if (op.hasTensorSemantics())
-          op.emitRemark("flex-to-flash: ") << *why
-                                           << "; left for flex-to-loops";
+      if (!driver.accepts(op, op.hasTensorSemantics(),
+                          flashUnsupportedReason(op)))
         continue;
-      }
-      std::optional<double> micros = estimateOneThreadMicros(op);
-      bool serial = serialBelowUs > 0 && micros && *micros < serialBelowUs;
-      DenseSet<Operation *> before;
-      if (serial)
-        getOperation().walk([&](scf::ForallOp f) { before.insert(f); });
-      scf::ForallOp forall;
-      if (failed(lowerToFlash(rewriter, op, requested, forall)))
+      if (failed(driver.lower(estimateOneThreadMicros(op),
+                              [&](scf::ForallOp &forall) {
+                                return lowerToFlash(rewriter, op, requested,
+                                                    forall);
+                              })))
         return signalPassFailure();
-      // Every loop the op became (row tiles, K/V layout) runs on one thread.
-      if (serial)
-        getOperation().walk([&](scf::ForallOp f) {
-          if (!before.contains(f))
-            f->setAttr("flex.serial", rewriter.getUnitAttr());
-        });
-      if (fastExp)
-        forall.walk([&](math::TanhOp t) { tanhOps.push_back(t); });
     }
-    // tanh (e.g. soft-capping score_mods) as a rational approximation in
-    // plain arithmetic, which LLVM vectorizes (tanhf is a scalar libcall).
-    if (tanhOps.empty())
-      return;
-    RewritePatternSet patterns(&getContext());
-    populatePolynomialApproximateTanhPattern(patterns);
-    if (failed(applyOpPatternsGreedily(tanhOps, std::move(patterns))))
+    if (failed(driver.finish()))
       signalPassFailure();
   }
 };

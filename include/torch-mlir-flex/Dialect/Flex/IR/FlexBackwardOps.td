@@ -7,7 +7,7 @@
 #ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_BACKWARD_OPS
 #define TORCH_MLIR_FLEX_DIALECT_FLEX_BACKWARD_OPS
 
-def Flex_AttentionBackwardOp : Flex_Op<"attention_backward", [
+def Flex_AttentionBackwardOp : Flex_AttentionLikeOp<"attention_backward", [
     AttrSizedOperandSegments,
     DestinationStyleOpInterface,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
@@ -122,6 +122,10 @@ def Flex_AttentionBackwardOp : Flex_Op<"attention_backward", [
     elements and must run in sequence). `generateScalarImplementation`
     takes the induction variables `(b, hk)` on buffers and emits loops over
     the group's query heads, `m` and `n` (`flex-to-loops`).
+    `flex-backward-to-flash` is the fast lowering (FA2: key blocks outer,
+    block classification, vector kernels; docs/tiled-lowering.md): it runs
+    the tiles in parallel, capture gradients included, by giving each tile
+    its own f32 partial of every capture gradient and summing them after.
   }];
 
   let arguments = (ins

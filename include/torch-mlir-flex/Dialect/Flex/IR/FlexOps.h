@@ -23,6 +23,10 @@ Value inlineModifier(OpBuilder &b, Region &region, ValueRange args);
 /// Like inlineModifier, for a region yielding any number of values.
 SmallVector<Value> inlineRegion(OpBuilder &b, Region &region, ValueRange args);
 
+/// Extent `d` of the ranked tensor or memref `v` as an index value: an
+/// arith.constant when static, else tensor.dim / memref.dim.
+Value emitDim(OpBuilder &b, Location loc, Value v, int64_t d);
+
 /// Verifies the score_mod / mask_mod regions shared by flex.attention,
 /// flex.online_attention and flex.attention_backward: block arguments, one
 /// yielded value, and (when `checkCaptures`) tensors from above only

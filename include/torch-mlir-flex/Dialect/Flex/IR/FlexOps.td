@@ -14,7 +14,31 @@ include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/TilingInterface.td"
 
-def Flex_AttentionOp : Flex_Op<"attention", [
+// flex.attention and flex.attention_backward: the methods they define
+// alike (declared in each op's extraClassDeclaration), once. FlexOps.cpp
+// compiles them with the helpers of AttentionCommon.h.
+class Flex_AttentionLikeOp<string mnemonic, list<Trait> traits = []>
+    : Flex_Op<mnemonic, traits> {
+  let extraClassDefinition = [{
+    bool $cppClass::hasTensorSemantics() {
+      return ::mlir::flex::attn::hasTensorSemantics(getOperation());
+    }
+    bool $cppClass::hasBufferSemantics() {
+      return ::mlir::flex::attn::hasBufferSemantics(getOperation());
+    }
+    int64_t $cppClass::getGroupSize() {
+      return ::mlir::flex::attn::groupSize(getKvGroupSize(), getQueryType(),
+                                           getKeyType());
+    }
+    void $cppClass::getEffects(
+        ::llvm::SmallVectorImpl<::mlir::SideEffects::EffectInstance<
+            ::mlir::MemoryEffects::Effect>> &effects) {
+      ::mlir::flex::attn::getShapedOperandEffects(*this, effects);
+    }
+  }];
+}
+
+def Flex_AttentionOp : Flex_AttentionLikeOp<"attention", [
     AttrSizedOperandSegments,
     DestinationStyleOpInterface,
     DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,

@@ -16,6 +16,12 @@
 //         dV_j += P^T.dO, dK_j += dS^T.Q, dQ_i += dS.K } }
 //     dK, dV rows of block j += dK_j, dV_j }
 //
+// With capture gradients (lowerBackwardWithCapturePartials): each tile
+// scatter-adds the joint's contributions of its live pairs into its own
+// f32 partial buffer (a row of [numTiles, C + 1] per capture gradient, C
+// its element count, the last column a discard slot), reduced over the
+// tiles into the capture gradients after the forall.
+//
 // Docs: docs/tiled-lowering.md (backward section).
 //
 //===----------------------------------------------------------------------===//
@@ -27,10 +33,27 @@
 namespace mlir::flex {
 
 /// Why flex-backward-to-flash leaves `op` to flex-to-loops (memrefs, dynamic
-/// head dims, dynamic head counts without kv_group_size, capture
-/// gradients), or nullopt.
+/// head dims, dynamic head counts without kv_group_size, capture gradients
+/// of dynamic shape or with partial buffers over the limit), or nullopt.
 std::optional<std::string>
 flashBackwardUnsupportedReason(AttentionBackwardOp op);
+
+/// Bound on the per-tile f32 partial buffers of the capture gradients
+/// (numTiles x sum of (elements + 1) x 4 bytes).
+constexpr int64_t kCapturePartialLimitBytes = int64_t(64) << 20;
+
+/// How the (B, Hkv) tiles of an op with capture gradients are laid out:
+/// tiles over (B, Hkv) when the batch is owned (Bkv == B, static) and the
+/// partials fit, else over Hkv (whole batches in a tile); `numTiles` rows
+/// of partials, `elements[j]` the element count of capture gradient j.
+struct CapturePartialPlan {
+  bool tileBatch = false;
+  int64_t numTiles = 0;
+  SmallVector<int64_t> elements;
+};
+/// The plan, or why there is none (dynamic shapes, over the limit).
+FailureOr<CapturePartialPlan>
+planCapturePartials(AttentionBackwardOp op, std::string *why = nullptr);
 
 /// Tile sizes (Mt query rows, Nt keys): 64 x 64 or the requested ones,
 /// shrunk to static M / N, nested in the BlockMask blocks.
@@ -78,11 +101,33 @@ tileAttentionBackwardHeads(RewriterBase &rewriter, AttentionBackwardOp op,
 /// batches, heads and query blocks. Uses `stats` / `layout` when the tile's
 /// query / key are slices of their sources (hoisted by the caller), else
 /// builds the tile's own.
-LogicalResult decomposeAttentionBackwardTile(RewriterBase &rewriter,
-                                             AttentionBackwardOp tile,
-                                             const FlashConfig &cfg,
-                                             const BackwardRowStats *stats,
-                                             const BackwardKeyValueLayout *layout);
+///
+/// Capture gradients: with `partials` (one flat [C + 1] f32 tensor per
+/// capture gradient, C its element count) the tile's contributions are
+/// scatter-added into them, the updated partials returned in `partialsOut`
+/// and the tile's capture-gradient results must be unused; without, the
+/// tile keeps its own partials and adds them into its capture-gradient
+/// inits (reduceCapturePartials).
+LogicalResult decomposeAttentionBackwardTile(
+    RewriterBase &rewriter, AttentionBackwardOp tile, const FlashConfig &cfg,
+    const BackwardRowStats *stats, const BackwardKeyValueLayout *layout,
+    ValueRange partials = {}, SmallVector<Value> *partialsOut = nullptr);
+
+/// `init + sum over t of partials[t, 0 : C]` viewed in init's shape (f32
+/// sums, rounded once to init's element type) into a fresh tensor;
+/// `partials` is [T, C + 1] or [C + 1] f32 (the last column discarded).
+Value reduceCapturePartials(OpBuilder &b, Location loc, Value init,
+                            Value partials);
+
+/// The whole lowering of an op with capture gradients (hoisted `stats`,
+/// `layout`): zero-filled partials [numTiles, C + 1] f32 per capture
+/// gradient, an scf.forall over the plan's tiles whose tile decomposes into
+/// the key-block loops scatter-adding into its row of the partials, then
+/// reduceCapturePartials into the capture_grads inits. Replaces `op`.
+LogicalResult lowerBackwardWithCapturePartials(
+    RewriterBase &rewriter, AttentionBackwardOp op, const FlashConfig &cfg,
+    const BackwardRowStats &stats, const BackwardKeyValueLayout &layout,
+    scf::ForallOp &forall);
 
 /// One (query block, key block) pair: global position, tiles of the
 /// operands ([Mt, E] q, [Mt, Ev] dO, [Mt] lse / delta, [E, Nt] K^T,
@@ -96,6 +141,10 @@ struct BackwardBlock {
   /// Scratch [Mt, Nt] f32 tensors (S, dP, P, dS), created once per tile.
   Value sScratch, dpScratch, pScratch, dsScratch;
   int64_t tileM = 0, tileN = 0;
+  /// Per capture gradient: scratch [Mt, Nt] f32 contribution values and
+  /// [Mt, Nt] i32 flat indices, and the capture gradient's static shape.
+  SmallVector<Value> contribValues, contribIndices;
+  SmallVector<SmallVector<int64_t>> captureShapes;
 };
 
 /// P and dS (times the scale) of a block from S = scale Q.K^T and
@@ -103,9 +152,13 @@ struct BackwardBlock {
 ///   s' = score_mod(s); keep = mask_mod && row, key valid && lse finite
 ///   P  = keep ? exp(s' - lse) : 0
 ///   dS = keep ? scale * joint(s, P (dP - delta)) : 0
+/// and per capture gradient the joint's contribution values (f32) and flat
+/// indices (i32; C, the discard slot, for points that are masked, padding
+/// or out of range; lse = -inf rows do contribute, as in the reference).
 /// With `maskWhen`, the mask is applied under scf.if.
 struct BackwardScores {
   Value p, ds;
+  SmallVector<Value> contribValues, contribIndices;
 };
 BackwardScores buildBackwardScoreTile(OpBuilder &b, Location loc,
                                       AttentionBackwardOp op,
@@ -126,12 +179,20 @@ Value buildTransposedProductTile(OpBuilder &b, Location loc, Value lhs,
 Value buildRowProductTile(OpBuilder &b, Location loc, Value ds, Value k,
                           Value acc, const FlashConfig &cfg);
 
-/// The whole block: the two score products, the score tile and the three
-/// gradient products; returns (dQ_i, dK_j, dV_j).
+/// partials[j][idx] += value over the [Mt, Nt] contribution tiles (scf.for
+/// over the points, tensor.extract / insert; the discard slot absorbs the
+/// skipped points): the updated flat partials.
+SmallVector<Value> buildCaptureScatterAdds(OpBuilder &b, Location loc,
+                                           const BackwardScores &sc,
+                                           ValueRange partials);
+
+/// The whole block: the two score products, the score tile, the three
+/// gradient products and the capture scatter-adds; returns (dQ_i, dK_j,
+/// dV_j, partials...).
 SmallVector<Value> buildBackwardBlock(OpBuilder &b, Location loc,
                                       AttentionBackwardOp op,
                                       const BackwardBlock &blk, Value dq,
-                                      Value dk, Value dv,
+                                      Value dk, Value dv, ValueRange partials,
                                       const FlashConfig &cfg);
 
 } // namespace mlir::flex

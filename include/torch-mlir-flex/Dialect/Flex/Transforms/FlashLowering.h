@@ -19,6 +19,7 @@
 #ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHLOWERING_H
 #define TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FLASHLOWERING_H
 
+#include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -61,12 +62,26 @@ struct FlashConfig {
 /// Why flex-to-flash leaves `op` to flex-to-loops (memrefs, dynamic head
 /// dims, dynamic head counts without kv_group_size), or nullopt.
 std::optional<std::string> flashUnsupportedReason(AttentionOp op);
+/// The operand rules of both tiled lowerings (flex.attention and
+/// flex.attention_backward), for flashUnsupportedReason and
+/// flashBackwardUnsupportedReason.
+std::optional<std::string>
+flashOperandsUnsupportedReason(bool tensorSemantics, ShapedType query,
+                               ShapedType key, ShapedType value,
+                               bool hasKvGroupSize);
 
 /// The tile sizes and kernel choices for `op`: 64 x 64 by default (or the
 /// requested sizes); a dimension smaller than the tile shrinks it; a
 /// decode-sized M gets a longer key block; GQA decode groups the query
 /// heads of a kv head (headsPerTile).
 FlashConfig chooseFlashConfig(AttentionOp op, FlashConfig requested);
+
+/// Tile sizes Mt x Nt of both tiled lowerings, in place: the requested ones
+/// in `cfg` (> 0) or 64 x 64 (Nt `decodeTileN` when Mt <= 16), each shrunk
+/// to a static M / N and nested in the BlockMask blocks `blockSizes`.
+void chooseTileSizes(FlashConfig &cfg, int64_t m, int64_t n,
+                     std::optional<ArrayRef<int64_t>> blockSizes,
+                     int64_t decodeTileN = 64);
 
 /// Rough one-thread run time of `op` in microseconds, to leave small ops on
 /// one thread; a dynamic length counts as 4096, a dynamic batch or head
@@ -102,6 +117,15 @@ FailureOr<AttentionOp> tileAttentionRows(RewriterBase &rewriter,
                                          AttentionOp op, int64_t tileM,
                                          scf::ForallOp *forall = nullptr,
                                          int64_t tileH = 1);
+
+/// Tiles `op` (a TilingInterface op) with tile sizes `sizes` into one
+/// scf.forall through upstream SCF tiling and replaces it; returns the
+/// tiled op, of `op`'s kind. `pass` and `dims` (e.g. "(B, Hq, M)") name the
+/// errors (tileAttentionRows, tileAttentionBackwardHeads).
+FailureOr<Operation *> tileIntoForall(RewriterBase &rewriter, Operation *op,
+                                      ArrayRef<OpFoldResult> sizes,
+                                      StringRef pass, StringRef dims,
+                                      scf::ForallOp *forall);
 
 /// Rewrites a row tile of flex.attention (query [1, 1, M, E] with M <= Mt,
 /// or [1, G, Mt, E] with G = headsPerTile: G * Mt rows, row g * Mt + m of
@@ -162,6 +186,15 @@ BlockClass classifyBlock(OpBuilder &b, Location loc, AttentionOp op,
 StringRef blockClassificationKind(Region &maskMod, const FlashConfig &cfg);
 BlockClass classifyBlock(OpBuilder &b, Location loc, Region &maskMod,
                          StringRef kind, const BlockBox &box);
+/// The BlockMask status of the (query block of row `m0`, kv block of key
+/// `n0`) pair of global batch `batch`, head `head` folded into the mask's
+/// classification `mask` (null parts: not classified): live when the kv
+/// block is listed full, or partial and the mask may keep a point; full
+/// when listed full, or partial and the mask keeps all (unclassified: only
+/// without mask_mod, `hasMaskMod` false). `op` must have block tensors.
+BlockClass withBlockStatus(OpBuilder &b, Location loc, BlockTensorOperands op,
+                           bool hasMaskMod, Value batch, Value head, Value m0,
+                           Value n0, BlockClass mask);
 /// The largest divisor of `block` that is at most `limit` (tiles nest in
 /// the blocks of a BlockMask).
 int64_t largestDivisorAtMost(int64_t block, int64_t limit);

@@ -225,11 +225,26 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
        dV_j += Pᵀ·dO, dK_j += dSᵀ·Q, dQ_i += dS·K (dQ in an f32 buffer);
        dK_j, dV_j are added into the outs after the query loops.
 
+    Capture gradients (e.g. a learnable bias): the tiles share them, so
+    each tile gets its own zero-filled f32 partial buffer per capture
+    gradient (a row of a `[numTiles, C + 1]` tensor allocated before the
+    forall, C the element count, the last column a discard slot); the score
+    tile of a live pair also yields each point's joint contribution and
+    flat index (the discard slot for masked, padded or out-of-range points),
+    a loop over the pair's points scatter-adds them into the row, and after
+    the forall a reduction over the tiles adds the rows into the
+    capture_grads inits (f32 sums, rounded once). Tiles are (1, 1) when the
+    batch is owned and the partials fit, else (B, 1). Ops whose partials
+    would exceed 64 MiB (numTiles x sum of (C + 1) x 4 bytes), or whose
+    capture gradients or kv head count are dynamic, are left to the
+    scalar reference.
+
     With `vectorize` the five contractions are the forward's broadcast-FMA
     micro-kernels (bf16 inputs are extended to f32 as they are read).
     Ops it cannot handle (memref operands, dynamic E/Ev, dynamic head
-    counts without kv_group_size, capture gradients) are left for
-    flex-to-loops after bufferization, with a remark.
+    counts without kv_group_size, capture gradients over the partial-buffer
+    bound or of dynamic shape) are left for flex-to-loops after
+    bufferization, with a remark.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"0",

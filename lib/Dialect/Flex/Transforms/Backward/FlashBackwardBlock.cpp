@@ -10,6 +10,8 @@
 //                                       kernel reading the [Mt, Nt] tile
 //                                       transposed, as P.V)
 //   dQ_i += dS.K                        (buildRowProductTile: as P.V)
+//   capture partials[idx] += value      (buildCaptureScatterAdds: a loop
+//                                       over the tile's points)
 // Without `vectorize`, linalg.generic contractions.
 //
 //===----------------------------------------------------------------------===//
@@ -105,11 +107,18 @@ static BackwardScores buildScores(OpBuilder &b, Location loc,
   AffineMap id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
   AffineMap row = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
   IteratorType par = IteratorType::parallel;
+  // Outputs: P, dS, then per capture gradient its contribution values and
+  // flat indices.
+  size_t numCaptures = blk.captureShapes.size();
+  SmallVector<Value> outs = {blk.pScratch, blk.dsScratch};
+  for (size_t c = 0; c < numCaptures; ++c)
+    outs.append({blk.contribValues[c], blk.contribIndices[c]});
+  SmallVector<Type> outTypes = llvm::map_to_vector(
+      outs, [](Value v) { return v.getType(); });
+  SmallVector<AffineMap> maps = {id2, id2, row, row};
+  maps.append(outs.size(), id2);
   auto gen = linalg::GenericOp::create(
-      b, loc, TypeRange{s.getType(), s.getType()},
-      ValueRange{s, dp, blk.lse, blk.delta},
-      ValueRange{blk.pScratch, blk.dsScratch},
-      ArrayRef<AffineMap>{id2, id2, row, row, id2, id2},
+      b, loc, outTypes, ValueRange{s, dp, blk.lse, blk.delta}, outs, maps,
       ArrayRef<IteratorType>{par, par},
       [&](OpBuilder &nb, Location l, ValueRange a) {
         Value sv = a[0], dpv = a[1], lse = a[2], delta = a[3];
@@ -128,8 +137,17 @@ static BackwardScores buildScores(OpBuilder &b, Location loc,
           sMod = inlineModifier(nb, op.getScoreMod(), {sv, blk.b, blk.h, gm, gn});
         Value keep = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::ONE,
                                            lse, negInf);
+        // The points that contribute to capture gradients: mask, padding
+        // (not lse; the reference evaluates the joint at ds = 0 there).
+        // Null: all.
+        Value keepPoint;
         auto both = [&](Value c) {
           keep = arith::AndIOp::create(nb, l, keep, c);
+          if (numCaptures)
+            keepPoint = keepPoint
+                            ? arith::AndIOp::create(nb, l, keepPoint, c)
+                                  .getResult()
+                            : c;
         };
         if (hasMask)
           both(inlineModifier(nb, op.getMaskMod(), {blk.b, blk.h, gm, gn}));
@@ -151,14 +169,62 @@ static BackwardScores buildScores(OpBuilder &b, Location loc,
         p = arith::SelectOp::create(nb, l, keep, p, zero);
         Value ds = arith::MulFOp::create(
             nb, l, p, arith::SubFOp::create(nb, l, dpv, delta));
-        if (hasJoint)
-          ds = inlineRegion(nb, op.getJoint(),
-                            {sv, blk.b, blk.h, gm, gn, ds})[0];
+        SmallVector<Value> joint;
+        if (hasJoint) {
+          joint = inlineRegion(nb, op.getJoint(),
+                               {sv, blk.b, blk.h, gm, gn, ds});
+          ds = joint[0];
+        }
         ds = arith::MulFOp::create(nb, l, ds, scale);
         ds = arith::SelectOp::create(nb, l, keep, ds, zero);
-        linalg::YieldOp::create(nb, l, ValueRange{p, ds});
+        SmallVector<Value> results = {p, ds};
+        // Per capture gradient: the value in f32 and the flat index
+        // (row-major), or C (the discard slot) when the point is not kept
+        // or an index is outside the capture (`ult` rejects negatives).
+        size_t pos = 1;
+        for (ArrayRef<int64_t> shape : blk.captureShapes) {
+          Value v = joint[pos++];
+          if (!v.getType().isF32())
+            v = arith::ExtFOp::create(nb, l, nb.getF32Type(), v);
+          Value inBounds = keepPoint;
+          Value flat = arith::ConstantIndexOp::create(nb, l, 0);
+          int64_t count = 1;
+          for (int64_t extent : shape) {
+            Value idx = joint[pos++];
+            Value ext = arith::ConstantIndexOp::create(nb, l, extent);
+            Value lt = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
+                                             idx, ext);
+            inBounds = inBounds ? arith::AndIOp::create(nb, l, inBounds, lt)
+                                      .getResult()
+                                : lt;
+            flat = arith::AddIOp::create(
+                nb, l, arith::MulIOp::create(nb, l, flat, ext), idx);
+            count *= extent;
+          }
+          Value flat32 =
+              arith::IndexCastOp::create(nb, l, nb.getI32Type(), flat);
+          if (inBounds)
+            flat32 = arith::SelectOp::create(
+                nb, l, inBounds, flat32,
+                arith::ConstantIntOp::create(nb, l, count, 32));
+          results.append({v, flat32});
+        }
+        linalg::YieldOp::create(nb, l, results);
       });
-  return {gen.getResult(0), gen.getResult(1)};
+  BackwardScores r{gen.getResult(0), gen.getResult(1), {}, {}};
+  for (size_t c = 0; c < numCaptures; ++c) {
+    r.contribValues.push_back(gen.getResult(2 + 2 * c));
+    r.contribIndices.push_back(gen.getResult(3 + 2 * c));
+  }
+  return r;
+}
+
+/// The results of `sc` in buildScores' output order.
+static SmallVector<Value> scoreValues(const BackwardScores &sc) {
+  SmallVector<Value> v = {sc.p, sc.ds};
+  for (auto [x, i] : llvm::zip(sc.contribValues, sc.contribIndices))
+    v.append({x, i});
+  return v;
 }
 
 BackwardScores mlir::flex::buildBackwardScoreTile(OpBuilder &b, Location loc,
@@ -168,17 +234,59 @@ BackwardScores mlir::flex::buildBackwardScoreTile(OpBuilder &b, Location loc,
                                                   const FlashConfig &cfg) {
   if (!blk.maskWhen || !op.hasMaskMod())
     return buildScores(b, loc, op, blk, s, dp, true, cfg);
-  TypeRange types = {s.getType(), s.getType()};
+  SmallVector<Type> types = {s.getType(), s.getType()};
+  for (auto [x, i] : llvm::zip(blk.contribValues, blk.contribIndices))
+    types.append({x.getType(), i.getType()});
   auto ifOp = scf::IfOp::create(b, loc, types, blk.maskWhen,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
   BackwardScores m = buildScores(b, loc, op, blk, s, dp, true, cfg);
-  scf::YieldOp::create(b, loc, ValueRange{m.p, m.ds});
+  scf::YieldOp::create(b, loc, scoreValues(m));
   b.setInsertionPointToStart(ifOp.elseBlock());
   BackwardScores f = buildScores(b, loc, op, blk, s, dp, false, cfg);
-  scf::YieldOp::create(b, loc, ValueRange{f.p, f.ds});
-  return {ifOp.getResult(0), ifOp.getResult(1)};
+  scf::YieldOp::create(b, loc, scoreValues(f));
+  BackwardScores r{ifOp.getResult(0), ifOp.getResult(1), {}, {}};
+  for (size_t c = 0; c < blk.contribValues.size(); ++c) {
+    r.contribValues.push_back(ifOp.getResult(2 + 2 * c));
+    r.contribIndices.push_back(ifOp.getResult(3 + 2 * c));
+  }
+  return r;
+}
+
+SmallVector<Value> mlir::flex::buildCaptureScatterAdds(OpBuilder &b,
+                                                       Location loc,
+                                                       const BackwardScores &sc,
+                                                       ValueRange partials) {
+  if (partials.empty())
+    return {};
+  int64_t mt = dimOf(sc.p, 0), nt = dimOf(sc.p, 1);
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  auto rows = scf::ForOp::create(
+      b, loc, c0, arith::ConstantIndexOp::create(b, loc, mt), c1, partials,
+      [&](OpBuilder &rb, Location rl, Value r, ValueRange rIt) {
+        auto cols = scf::ForOp::create(
+            rb, rl, c0, arith::ConstantIndexOp::create(rb, rl, nt), c1, rIt,
+            [&](OpBuilder &cb, Location cl, Value c, ValueRange cIt) {
+              SmallVector<Value> next;
+              for (auto [k, part] : llvm::enumerate(cIt)) {
+                Value v = tensor::ExtractOp::create(
+                    cb, cl, sc.contribValues[k], ValueRange{r, c});
+                Value flat = tensor::ExtractOp::create(
+                    cb, cl, sc.contribIndices[k], ValueRange{r, c});
+                flat = arith::IndexCastOp::create(cb, cl, cb.getIndexType(),
+                                                  flat);
+                Value old = tensor::ExtractOp::create(cb, cl, part, flat);
+                Value sum = arith::AddFOp::create(cb, cl, old, v);
+                next.push_back(
+                    tensor::InsertOp::create(cb, cl, sum, part, flat));
+              }
+              scf::YieldOp::create(cb, cl, next);
+            });
+        scf::YieldOp::create(rb, rl, cols.getResults());
+      });
+  return SmallVector<Value>(rows.getResults());
 }
 
 Value mlir::flex::buildTransposedProductTile(OpBuilder &b, Location loc,
@@ -219,11 +327,13 @@ Value mlir::flex::buildRowProductTile(OpBuilder &b, Location loc, Value ds,
 SmallVector<Value> mlir::flex::buildBackwardBlock(
     OpBuilder &b, Location loc, AttentionBackwardOp op,
     const BackwardBlock &blk, Value dq, Value dk, Value dv,
-    const FlashConfig &cfg) {
+    ValueRange partials, const FlashConfig &cfg) {
   auto [s, dp] = buildBackwardScoreProducts(b, loc, op, blk, cfg);
   BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);
   dv = buildTransposedProductTile(b, loc, sc.p, blk.dout, dv, cfg);
   dk = buildTransposedProductTile(b, loc, sc.ds, blk.q, dk, cfg);
   dq = buildRowProductTile(b, loc, sc.ds, blk.keyRows, dq, cfg);
-  return {dq, dk, dv};
+  SmallVector<Value> r = {dq, dk, dv};
+  llvm::append_range(r, buildCaptureScatterAdds(b, loc, sc, partials));
+  return r;
 }

@@ -17,6 +17,11 @@
 //   } }
 //   grad_query = dQacc rounded
 //
+// With capture gradients the live pairs also scatter-add the joint's
+// contributions into flat f32 partials (threaded through the loops): the
+// caller's row of its [numTiles, C + 1] buffer, else the tile's own, added
+// into the capture-gradient inits at the end (reduceCapturePartials).
+//
 // The tile owns grad_key / grad_value of its kv head and grad_query of its
 // G query heads: tiles never write the same element.
 //
@@ -36,13 +41,6 @@ using utils::IteratorType;
 
 static Value cIdx(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
-}
-
-static Value dimValue(OpBuilder &b, Location loc, Value v, int64_t d) {
-  auto t = cast<RankedTensorType>(v.getType());
-  if (!t.isDynamicDim(d))
-    return cIdx(b, loc, t.getDimSize(d));
-  return tensor::DimOp::create(b, loc, v, d);
 }
 
 /// The offsets of `v` in `source` when `v` is `source` (zeros) or a
@@ -104,7 +102,10 @@ static Value convert(OpBuilder &b, Location loc, Value src, Value dest) {
 /// tiles (S and dP, dK_j and dV_j) would then share a buffer.
 static SmallVector<Value> scratches(OpBuilder &b, Location loc,
                                     Operation *anchor,
-                                    ArrayRef<std::pair<int64_t, int64_t>> shapes) {
+                                    ArrayRef<std::pair<int64_t, int64_t>> shapes,
+                                    Type elt = {}) {
+  if (!elt)
+    elt = b.getF32Type();
   OpBuilder::InsertionGuard g(b);
   if (auto forall = anchor->getParentOfType<scf::ForallOp>())
     b.setInsertionPointToStart(forall.getBody());
@@ -114,13 +115,13 @@ static SmallVector<Value> scratches(OpBuilder &b, Location loc,
     cols = std::max(cols, c);
   }
   int64_t n = static_cast<int64_t>(shapes.size());
-  Value all = tensor::EmptyOp::create(b, loc, {n, rows, cols}, b.getF32Type());
+  Value all = tensor::EmptyOp::create(b, loc, {n, rows, cols}, elt);
   OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
   SmallVector<Value> out;
   for (auto [i, shape] : llvm::enumerate(shapes)) {
     auto [r, c] = shape;
     out.push_back(tensor::ExtractSliceOp::create(
-        b, loc, RankedTensorType::get({r, c}, b.getF32Type()), all,
+        b, loc, RankedTensorType::get({r, c}, elt), all,
         ArrayRef<OpFoldResult>{b.getIndexAttr(i), z, z},
         ArrayRef<OpFoldResult>{one, b.getIndexAttr(r), b.getIndexAttr(c)},
         ArrayRef<OpFoldResult>{one, one, one}));
@@ -137,6 +138,9 @@ struct BackwardTile {
   Value q, dout, lse, delta;              // [Bt, G, Mp, *]
   Value keysT, valuesT, keyRows, kb0, kh; // layout and the tile's place
   Value sS, sDp, sP, sDs, sDk, sDv;       // scratch
+  // Capture gradients: contribution tiles (scratch) and static shapes.
+  SmallVector<Value> contribValues, contribIndices;
+  SmallVector<SmallVector<int64_t>> captureShapes;
   StringRef kind;
 };
 } // namespace
@@ -220,29 +224,9 @@ static Value addKeyRows(OpBuilder &b, Location loc, Value init, Value dst,
   return tensor::InsertSliceOp::create(b, loc, sum, dst, offs, sizes, strides);
 }
 
-/// The BlockMask status of the pair folded into the mask's classification
-/// (live: listed full, or partial and the mask may keep a point; full:
-/// listed full, or partial and the mask keeps all).
-static BlockClass withBlockTensors(OpBuilder &b, Location loc,
-                                   const BackwardTile &t, Value bG, Value hG,
-                                   Value m0, Value n0, BlockClass mask) {
-  ArrayRef<int64_t> bs = *t.op.getBlockSizes();
-  Value qBlock = arith::DivUIOp::create(b, loc, m0, cIdx(b, loc, bs[0]));
-  Value kvBlock = arith::DivUIOp::create(b, loc, n0, cIdx(b, loc, bs[1]));
-  BlockStatus st = emitBlockStatus(b, loc, t.op, bG, hG, qBlock, kvBlock);
-  Value t1 = arith::ConstantIntOp::create(b, loc, 1, 1);
-  Value f1 = arith::ConstantIntOp::create(b, loc, 0, 1);
-  Value maskLive = mask.live ? mask.live : t1;
-  Value maskFull = mask.full ? mask.full : (t.op.hasMaskMod() ? f1 : t1);
-  auto either = [&](Value partialAnd) {
-    return arith::OrIOp::create(
-        b, loc, st.full, arith::AndIOp::create(b, loc, st.partial, partialAnd));
-  };
-  return {either(maskLive), either(maskFull)};
-}
-
 /// One (query block i, key block j) step of query batch `bl`, head `g`:
-/// classification, then the block when live; (dQacc, dK_j, dV_j).
+/// classification, then the block when live; (dQacc, dK_j, dV_j,
+/// capture partials...).
 static SmallVector<Value> buildPairStep(OpBuilder &b, Location loc,
                                         const BackwardTile &t,
                                         const FlashConfig &cfg, Value bl,
@@ -261,7 +245,7 @@ static SmallVector<Value> buildPairStep(OpBuilder &b, Location loc,
   BlockBox box{bG, hG, hG, m0, mHi, n0, nHi, rows, t.kvLen, t.mt, t.nt, t.mt};
   BlockClass cls = classifyBlock(b, loc, t.op.getMaskMod(), t.kind, box);
   if (t.op.hasBlockTensors())
-    cls = withBlockTensors(b, loc, t, bG, hG, m0, n0, cls);
+    cls = withBlockStatus(b, loc, t.op, t.op.hasMaskMod(), bG, hG, m0, n0, cls);
   auto compute = [&]() -> SmallVector<Value> {
     BackwardBlock blk;
     blk.b = bG;
@@ -286,17 +270,22 @@ static SmallVector<Value> buildPairStep(OpBuilder &b, Location loc,
     blk.dsScratch = t.sDs;
     blk.tileM = t.mt;
     blk.tileN = t.nt;
+    blk.contribValues = t.contribValues;
+    blk.contribIndices = t.contribIndices;
+    blk.captureShapes = t.captureShapes;
     Value dqAcc = st[0];
     Value dqTile = rowTile(b, loc, dqAcc, bl, g, m0, t.mt);
-    SmallVector<Value> r =
-        buildBackwardBlock(b, loc, t.op, blk, dqTile, st[1], st[2], cfg);
+    SmallVector<Value> r = buildBackwardBlock(b, loc, t.op, blk, dqTile, st[1],
+                                              st[2], st.drop_front(3), cfg);
     OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
     Value dq = tensor::InsertSliceOp::create(
         b, loc, r[0], dqAcc, ArrayRef<OpFoldResult>{bl, g, m0, z},
         ArrayRef<OpFoldResult>{one, one, b.getIndexAttr(t.mt),
                                b.getIndexAttr(t.e)},
         SmallVector<OpFoldResult>(4, one));
-    return {dq, r[1], r[2]};
+    SmallVector<Value> next = {dq, r[1], r[2]};
+    llvm::append_range(next, ArrayRef<Value>(r).drop_front(3));
+    return next;
   };
   if (!cls.live)
     return compute();
@@ -324,9 +313,15 @@ static SmallVector<Value> forLoop(OpBuilder &b, Location loc, Value lb,
 
 LogicalResult mlir::flex::decomposeAttentionBackwardTile(
     RewriterBase &rewriter, AttentionBackwardOp tile, const FlashConfig &cfg,
-    const BackwardRowStats *stats, const BackwardKeyValueLayout *layout) {
+    const BackwardRowStats *stats, const BackwardKeyValueLayout *layout,
+    ValueRange partials, SmallVector<Value> *partialsOut) {
   if (std::optional<std::string> why = flashBackwardUnsupportedReason(tile))
     return tile.emitOpError("cannot decompose into key blocks: ") << *why;
+  size_t numCaptures = tile.getCaptureGrads().size();
+  if (!partials.empty() &&
+      (partials.size() != numCaptures || !partialsOut))
+    return tile.emitOpError("expected one partial buffer per capture "
+                            "gradient and a place for the updated ones");
   auto qTy = cast<RankedTensorType>(tile.getQuery().getType());
   auto kTy = cast<RankedTensorType>(tile.getKey().getType());
   int64_t g = qTy.getDimSize(1);
@@ -358,7 +353,7 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
   ValueRange offs = tile.getOffsets();
   t.b0 = offs.empty() ? zero : offs[0];
   t.h0 = offs.empty() ? zero : offs[1];
-  t.m = dimValue(b, loc, tile.getQuery(), 2);
+  t.m = emitDim(b, loc, tile.getQuery(), 2);
   Value mtV = cIdx(b, loc, t.mt);
   t.numQB = b.createOrFold<arith::CeilDivUIOp>(loc, t.m, mtV);
   Value mp = b.createOrFold<arith::MulIOp>(loc, t.numQB, mtV);
@@ -367,8 +362,8 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
   int64_t mpStatic = ShapedType::isDynamic(mStatic)
                          ? ShapedType::kDynamic
                          : llvm::divideCeil(mStatic, t.mt) * t.mt;
-  Value bt = dimValue(b, loc, tile.getQuery(), 0);
-  Value bkt = dimValue(b, loc, tile.getKey(), 0);
+  Value bt = emitDim(b, loc, tile.getQuery(), 0);
+  Value bkt = emitDim(b, loc, tile.getKey(), 0);
 
   // Row statistics: slices of the caller's pre-pass, else the tile's own.
   Value delta, lse;
@@ -419,13 +414,25 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
   t.kvLen = layout->kvLen;
   t.numKB = layout->numBlocks;
 
-  SmallVector<Value> sc = scratches(
-      b, loc, tile,
-      {{t.mt, t.nt}, {t.mt, t.nt}, {t.mt, t.nt}, {t.mt, t.nt}});
+  // S, dP, P, dS and the capture contribution values: slices of one
+  // tensor.empty (separate ones of one shape would be merged by CSE).
+  SmallVector<std::pair<int64_t, int64_t>> tileShapes(4 + numCaptures,
+                                                      {t.mt, t.nt});
+  SmallVector<Value> sc = scratches(b, loc, tile, tileShapes);
   t.sS = sc[0];
   t.sDp = sc[1];
   t.sP = sc[2];
   t.sDs = sc[3];
+  if (numCaptures) {
+    t.contribValues.assign(sc.begin() + 4, sc.end());
+    t.contribIndices = scratches(
+        b, loc, tile,
+        SmallVector<std::pair<int64_t, int64_t>>(numCaptures, {t.mt, t.nt}),
+        b.getI32Type());
+    for (Value grad : tile.getCaptureGrads())
+      t.captureShapes.emplace_back(
+          cast<RankedTensorType>(grad.getType()).getShape());
+  }
   SmallVector<Value> acc = scratches(b, loc, tile, {{t.nt, t.e}, {t.nt, t.ev}});
   t.sDk = acc[0];
   t.sDv = acc[1];
@@ -467,6 +474,23 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
   };
   Value dkInit = tile.getGradKey(), dvInit = tile.getGradValue();
   SmallVector<Value> init = {dqAcc, fresh(dkInit), fresh(dvInit)};
+  // Capture gradients: the caller's partials, else the tile's own
+  // zero-filled [C + 1] f32 buffers (added into the inits at the end).
+  bool ownPartials = partials.empty() && numCaptures;
+  if (ownPartials) {
+    Value f0 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+    for (ArrayRef<int64_t> shape : t.captureShapes) {
+      auto ty = RankedTensorType::get(
+          {ShapedType::getNumElements(shape) + 1}, b.getF32Type());
+      Value buf = bufferization::AllocTensorOp::create(b, loc, ty,
+                                                       ValueRange{});
+      init.push_back(
+          linalg::FillOp::create(b, loc, ValueRange{f0}, ValueRange{buf})
+              .getResult(0));
+    }
+  } else {
+    llvm::append_range(init, partials);
+  }
   SmallVector<Value> res = forLoop(
       b, loc, zero, bkt, init,
       [&](OpBuilder &kbB, Location l, Value kbl, ValueRange kbIt) {
@@ -500,8 +524,10 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
               Value dv0 = linalg::FillOp::create(jb, l2, ValueRange{f0},
                                                  ValueRange{t.sDv})
                               .getResult(0);
+              SmallVector<Value> accInit = {jIt[0], dk0, dv0};
+              llvm::append_range(accInit, jIt.drop_front(3));
               SmallVector<Value> acc = forLoop(
-                  jb, l2, bLo, bHi, ValueRange{jIt[0], dk0, dv0},
+                  jb, l2, bLo, bHi, accInit,
                   [&](OpBuilder &bb, Location l3, Value bl, ValueRange bIt) {
                     return forLoop(
                         bb, l3, zero, cIdx(bb, l3, t.g), bIt,
@@ -529,7 +555,9 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
                                     valid);
               Value dv = addKeyRows(jb, l2, dvInit, jIt[2], acc[2], kbl, n0,
                                     valid);
-              return SmallVector<Value>{acc[0], dk, dv};
+              SmallVector<Value> next = {acc[0], dk, dv};
+              llvm::append_range(next, ArrayRef<Value>(acc).drop_front(3));
+              return next;
             });
       });
 
@@ -547,6 +575,76 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
   }
   if (!qElt.isF32())
     dq = convert(b, loc, dq, fresh(tile.getGradQuery()));
-  rewriter.replaceOp(tile, ValueRange{dq, res[1], res[2]});
+  SmallVector<Value> results = {dq, res[1], res[2]};
+  ArrayRef<Value> newPartials = ArrayRef<Value>(res).drop_front(3);
+  if (ownPartials) {
+    for (auto [init, part] : llvm::zip(tile.getCaptureGrads(), newPartials))
+      results.push_back(reduceCapturePartials(b, loc, init, part));
+  } else if (numCaptures) {
+    // The caller adds the partials; the tile's own results stay unused.
+    for (OpResult r : tile->getResults().drop_front(3))
+      if (!r.use_empty())
+        return tile.emitOpError("capture gradient results of a tile "
+                                "decomposed into partials must be unused");
+    partialsOut->assign(newPartials.begin(), newPartials.end());
+    llvm::append_range(results, tile.getCaptureGrads());
+  }
+  rewriter.replaceOp(tile, results);
   return success();
+}
+
+Value mlir::flex::reduceCapturePartials(OpBuilder &b, Location loc,
+                                        Value init, Value partials) {
+  MLIRContext *ctx = b.getContext();
+  auto initTy = cast<RankedTensorType>(init.getType());
+  auto partTy = cast<RankedTensorType>(partials.getType());
+  bool tiles = partTy.getRank() == 2;
+  int64_t rank = initTy.getRank();
+  // Loops (t?, d0, ..., d{r-1}); partials at (t?, row-major flat index).
+  unsigned numLoops = rank + (tiles ? 1 : 0);
+  unsigned first = tiles ? 1 : 0;
+  AffineExpr flat = getAffineConstantExpr(0, ctx);
+  for (int64_t d = 0; d < rank; ++d)
+    flat = flat * initTy.getDimSize(d) + getAffineDimExpr(first + d, ctx);
+  SmallVector<AffineExpr> partExprs;
+  if (tiles)
+    partExprs.push_back(getAffineDimExpr(0, ctx));
+  partExprs.push_back(flat);
+  SmallVector<AffineExpr> accExprs;
+  for (int64_t d = 0; d < rank; ++d)
+    accExprs.push_back(getAffineDimExpr(first + d, ctx));
+  AffineMap partMap = AffineMap::get(numLoops, 0, partExprs, ctx);
+  AffineMap accMap = AffineMap::get(numLoops, 0, accExprs, ctx);
+  SmallVector<IteratorType> iters(numLoops, IteratorType::parallel);
+  if (tiles)
+    iters[0] = IteratorType::reduction;
+  // f32 copy of the init (a fresh allocation: inits of equal shapes may be
+  // one value after CSE), the partials added, rounded once.
+  auto accTy = RankedTensorType::get(initTy.getShape(), b.getF32Type());
+  Value acc = convert(
+      b, loc, init,
+      bufferization::AllocTensorOp::create(b, loc, accTy, ValueRange{}));
+  // Without the discard column.
+  SmallVector<int64_t> used(partTy.getShape());
+  used.back() = initTy.getNumElements();
+  OpFoldResult z = b.getIndexAttr(0), o1 = b.getIndexAttr(1);
+  SmallVector<OpFoldResult> usedSizes = llvm::map_to_vector(
+      used, [&](int64_t n) -> OpFoldResult { return b.getIndexAttr(n); });
+  partials = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(used, b.getF32Type()), partials,
+      SmallVector<OpFoldResult>(used.size(), z), usedSizes,
+      SmallVector<OpFoldResult>(used.size(), o1));
+  acc = linalg::GenericOp::create(
+            b, loc, TypeRange{accTy}, ValueRange{partials}, ValueRange{acc},
+            ArrayRef<AffineMap>{partMap, accMap}, iters,
+            [&](OpBuilder &nb, Location l, ValueRange a) {
+              linalg::YieldOp::create(
+                  nb, l, ValueRange{arith::AddFOp::create(nb, l, a[1], a[0])});
+            })
+            .getResult(0);
+  if (initTy.getElementType().isF32())
+    return acc;
+  return convert(
+      b, loc, acc,
+      bufferization::AllocTensorOp::create(b, loc, initTy, ValueRange{}));
 }

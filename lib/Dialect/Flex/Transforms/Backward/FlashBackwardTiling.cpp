@@ -2,7 +2,9 @@
 //
 // What flex-backward-to-flash accepts, its tile sizes, the per-row pre-pass
 // (delta and the natural-log lse), K/V laid out per key block, and the
-// (B, Hkv) tiling through flex.attention_backward's TilingInterface.
+// (B, Hkv) tiling through flex.attention_backward's TilingInterface (with
+// capture gradients: the forall with per-tile partial buffers, reduced
+// after it).
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBackwardLowering.h"
@@ -10,9 +12,9 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Interfaces/TilingInterface.h"
 
 #include <cmath>
 
@@ -22,35 +24,59 @@ using utils::IteratorType;
 
 std::optional<std::string>
 mlir::flex::flashBackwardUnsupportedReason(AttentionBackwardOp op) {
-  if (!op.hasTensorSemantics())
-    return std::string("operands are memrefs");
-  ShapedType q = op.getQueryType(), k = op.getKeyType(), v = op.getValueType();
-  if (q.isDynamicDim(3) || v.isDynamicDim(3))
-    return std::string("dynamic head dimension E/Ev");
-  if (!op.getKvGroupSize() && (q.isDynamicDim(1) || k.isDynamicDim(1)))
-    return std::string("dynamic head counts without kv_group_size");
-  // Tiles would scatter into shared capture gradients: the scalar
-  // reference keeps them (per-tile partial buffers are a later step).
-  if (!op.getCaptureGrads().empty())
-    return std::string("capture gradients");
+  if (std::optional<std::string> why = flashOperandsUnsupportedReason(
+          op.hasTensorSemantics(), op.getQueryType(), op.getKeyType(),
+          op.getValueType(), op.getKvGroupSize().has_value()))
+    return why;
+  // Capture gradients: per-tile partial buffers, bounded.
+  std::string why;
+  if (!op.getCaptureGrads().empty() && failed(planCapturePartials(op, &why)))
+    return why;
   return std::nullopt;
+}
+
+FailureOr<CapturePartialPlan>
+mlir::flex::planCapturePartials(AttentionBackwardOp op, std::string *why) {
+  auto fail = [&](const Twine &msg) -> FailureOr<CapturePartialPlan> {
+    if (why)
+      *why = msg.str();
+    return failure();
+  };
+  CapturePartialPlan plan;
+  int64_t perTile = 0;
+  for (Value g : op.getCaptureGrads()) {
+    auto t = cast<ShapedType>(g.getType());
+    if (!t.hasStaticShape())
+      return fail("capture gradients of dynamic shape");
+    plan.elements.push_back(t.getNumElements());
+    perTile += (t.getNumElements() + 1) * 4;
+  }
+  int64_t bq = op.getQueryType().getDimSize(0);
+  int64_t bkv = op.getKeyType().getDimSize(0);
+  int64_t hkv = op.getKeyType().getDimSize(1);
+  if (ShapedType::isDynamic(hkv))
+    return fail("capture gradients with a dynamic kv head count");
+  // Tiles over (B, Hkv) when the batch is owned and the partials fit, else
+  // over Hkv.
+  if (!ShapedType::isDynamic(bq) && bq == bkv && bq > 1 &&
+      bq * hkv * perTile <= kCapturePartialLimitBytes) {
+    plan.tileBatch = true;
+    plan.numTiles = bq * hkv;
+    return plan;
+  }
+  plan.numTiles = std::max<int64_t>(hkv, 1);
+  if (plan.numTiles * perTile > kCapturePartialLimitBytes)
+    return fail("capture gradients: per-tile partial buffers of " +
+                Twine(plan.numTiles * perTile) + " bytes exceed " +
+                Twine(kCapturePartialLimitBytes) + " bytes");
+  return plan;
 }
 
 FlashConfig mlir::flex::chooseFlashBackwardConfig(AttentionBackwardOp op,
                                                   FlashConfig requested) {
   FlashConfig cfg = requested;
-  int64_t m = op.getQueryType().getDimSize(2);
-  int64_t n = op.getKeyType().getDimSize(2);
-  cfg.tileM = requested.tileM > 0 ? requested.tileM : 64;
-  cfg.tileN = requested.tileN > 0 ? requested.tileN : 64;
-  if (!ShapedType::isDynamic(m) && m > 0 && m < cfg.tileM)
-    cfg.tileM = m;
-  if (!ShapedType::isDynamic(n) && n > 0 && n < cfg.tileN)
-    cfg.tileN = n;
-  if (std::optional<ArrayRef<int64_t>> bs = op.getBlockSizes()) {
-    cfg.tileM = largestDivisorAtMost((*bs)[0], cfg.tileM);
-    cfg.tileN = largestDivisorAtMost((*bs)[1], cfg.tileN);
-  }
+  chooseTileSizes(cfg, op.getQueryType().getDimSize(2),
+                  op.getKeyType().getDimSize(2), op.getBlockSizes());
   cfg.headsPerTile = 1;
   cfg.keyRows = cfg.pairedKey = cfg.pairedValue = cfg.bf16Dot = false;
   cfg.keyChunks = 1;
@@ -179,25 +205,129 @@ mlir::flex::tileAttentionBackwardHeads(RewriterBase &rewriter,
   if (iters[1] != IteratorType::parallel)
     return op.emitOpError("flex-backward-to-flash: the kv head dimension is "
                           "not parallel (capture gradients)");
-  scf::SCFTilingOptions options;
-  options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
   Builder b(op.getContext());
   int64_t bTile = iters[0] == IteratorType::parallel ? 1 : 0;
-  options.setTileSizes({b.getIndexAttr(bTile), b.getIndexAttr(1)});
+  FailureOr<Operation *> tile = tileIntoForall(
+      rewriter, op, {b.getIndexAttr(bTile), b.getIndexAttr(1)},
+      "flex-backward-to-flash", "(B, Hkv)", forall);
+  if (failed(tile))
+    return failure();
+  return cast<AttentionBackwardOp>(*tile);
+}
+
+LogicalResult mlir::flex::lowerBackwardWithCapturePartials(
+    RewriterBase &rewriter, AttentionBackwardOp op, const FlashConfig &cfg,
+    const BackwardRowStats &stats, const BackwardKeyValueLayout &layout,
+    scf::ForallOp &forall) {
+  std::string why;
+  FailureOr<CapturePartialPlan> plan = planCapturePartials(op, &why);
+  if (failed(plan))
+    return op.emitOpError("flex-backward-to-flash: ") << why;
+  Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
-  FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
-      rewriter, cast<TilingInterface>(op.getOperation()), options);
-  if (failed(tiled))
-    return op.emitOpError("flex-backward-to-flash: tiling (B, Hkv) failed");
-  if (tiled->tiledOps.size() != 1 || tiled->loops.size() != 1)
-    return op.emitOpError(
-        "flex-backward-to-flash: expected one tiled op in one loop");
-  auto tile = dyn_cast<AttentionBackwardOp>(tiled->tiledOps.front());
-  if (!tile)
-    return op.emitOpError(
-        "flex-backward-to-flash: tiling produced no flex.attention_backward");
-  if (forall)
-    *forall = dyn_cast<scf::ForallOp>(tiled->loops.front().getOperation());
-  rewriter.replaceOp(op, tiled->replacements);
-  return tile;
+  OpBuilder &b = rewriter;
+  size_t numCaptures = op.getCaptureGrads().size();
+
+  // One zero-filled row of partials per tile and capture gradient: fresh
+  // allocations (alloc_tensor is not merged by CSE, so no two partials, nor
+  // a partial and another init, share a buffer).
+  Value f0 = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  SmallVector<Value> outs = {op.getGradQuery(), op.getGradKey(),
+                             op.getGradValue()};
+  for (int64_t c : plan->elements) {
+    auto ty = RankedTensorType::get({plan->numTiles, c + 1}, b.getF32Type());
+    Value buf = bufferization::AllocTensorOp::create(b, loc, ty, ValueRange{});
+    outs.push_back(
+        linalg::FillOp::create(b, loc, ValueRange{f0}, ValueRange{buf})
+            .getResult(0));
+  }
+  int64_t hkv = op.getKeyType().getDimSize(1);
+  SmallVector<OpFoldResult> ubs;
+  if (plan->tileBatch)
+    ubs.push_back(b.getIndexAttr(op.getQueryType().getDimSize(0)));
+  ubs.push_back(b.getIndexAttr(hkv));
+  forall = scf::ForallOp::create(b, loc, ubs, outs, std::nullopt);
+
+  // The tile: the op on the shared outs, tiled through its interface.
+  {
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPoint(forall.getTerminator());
+    ValueRange ivs = forall.getInductionVars();
+    ArrayRef<BlockArgument> args = forall.getRegionIterArgs();
+    OpFoldResult zero = b.getIndexAttr(0), one = b.getIndexAttr(1);
+    Value ib = plan->tileBatch ? ivs[0] : Value();
+    Value ih = ivs.back();
+    SmallVector<OpFoldResult> offsets = {ib ? OpFoldResult(ib) : zero, ih};
+    int64_t bq = op.getQueryType().getDimSize(0);
+    OpFoldResult wholeB =
+        ShapedType::isDynamic(bq)
+            ? OpFoldResult(
+                  tensor::DimOp::create(b, loc, op.getQuery(), 0).getResult())
+            : OpFoldResult(b.getIndexAttr(bq));
+    SmallVector<OpFoldResult> sizes = {ib ? one : wholeB, one};
+    // The tile's row t = ib * Hkv + ih of each partial buffer.
+    Value t = ih;
+    if (ib)
+      t = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(b, loc, ib,
+                                arith::ConstantIndexOp::create(b, loc, hkv)),
+          ih);
+    SmallVector<Value> rows;
+    SmallVector<SmallVector<OpFoldResult>> rowOffs, rowSizes;
+    for (auto [c, arg] :
+         llvm::zip(plan->elements, args.drop_front(3))) {
+      rowOffs.push_back({t, zero});
+      rowSizes.push_back({one, b.getIndexAttr(c + 1)});
+      rows.push_back(tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get({c + 1}, b.getF32Type()), arg,
+          rowOffs.back(), rowSizes.back(),
+          ArrayRef<OpFoldResult>{one, one}));
+    }
+    auto clone = cast<AttentionBackwardOp>(b.clone(*op));
+    for (int i = 0; i < 3; ++i)
+      clone.getDpsInitsMutable()[i].set(args[i]);
+    FailureOr<TilingResult> tiled =
+        clone.getTiledImplementation(b, offsets, sizes);
+    SmallVector<SmallVector<OpFoldResult>> resOffs(3), resSizes(3);
+    bool positioned = succeeded(tiled);
+    for (unsigned r = 0; positioned && r < 3; ++r)
+      positioned = succeeded(clone.getResultTilePosition(
+          b, r, offsets, sizes, resOffs[r], resSizes[r]));
+    rewriter.eraseOp(clone);
+    if (!positioned || tiled->tiledOps.size() != 1)
+      return op.emitOpError("flex-backward-to-flash: tiling (B, Hkv) failed");
+    auto tile = dyn_cast<AttentionBackwardOp>(tiled->tiledOps.front());
+    if (!tile)
+      return op.emitOpError(
+          "flex-backward-to-flash: tiling produced no flex.attention_backward");
+
+    // In-parallel inserts of dQ, dK, dV (the tile's results: the
+    // decomposition replaces them) and of the partial rows.
+    auto insert = [&](Value src, Value dest, ArrayRef<OpFoldResult> offs,
+                      ArrayRef<OpFoldResult> szs) {
+      OpBuilder::InsertionGuard ig(b);
+      b.setInsertionPointToEnd(forall.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(
+          b, loc, src, dest, offs, szs,
+          SmallVector<OpFoldResult>(offs.size(), one));
+    };
+    for (unsigned r = 0; r < 3; ++r)
+      insert(tile->getResult(r), args[r], resOffs[r], resSizes[r]);
+    SmallVector<Value> newRows;
+    if (failed(decomposeAttentionBackwardTile(rewriter, tile, cfg, &stats,
+                                              &layout, rows, &newRows)))
+      return failure();
+    for (size_t c = 0; c < numCaptures; ++c)
+      insert(newRows[c], args[3 + c], rowOffs[c], rowSizes[c]);
+  }
+
+  // After the forall: each capture gradient = init + the sum of its rows.
+  rewriter.setInsertionPointAfter(forall);
+  SmallVector<Value> replacements(forall.getResults().take_front(3));
+  for (size_t c = 0; c < numCaptures; ++c)
+    replacements.push_back(reduceCapturePartials(
+        b, loc, op.getCaptureGrads()[c], forall.getResult(3 + c)));
+  rewriter.replaceOp(op, replacements);
+  return success();
 }

@@ -1,0 +1,130 @@
+"""Training benchmark: flex_attention forward + backward, ours beside SDPA's
+CPU flash kernel and eager float32 math, in one process, interleaved.
+
+    PYTHONPATH=python python -m benchmarks.train [--quick] [--reps 5]
+        [--cases causal-1024-64,...] [--dtypes f32,bf16] [--readme]
+
+Prints a markdown table and the targets of issue #26 with pass/fail;
+`--readme` writes both into README.md's "Training benchmark" section.
+Columns: ms per forward + backward (medians over interleaved rounds,
+benchmarks/timing.py; only ratios are meaningful on a shared machine),
+ratios, GFLOP/s and % of the measured matmul peak counting 3.5x the
+forward FLOPs of the kept blocks (1 forward + 2.5 backward), compile time
+(our stages, forward and backward graph) and the first call's extra time
+over a warm call (Dynamo and AOTAutograd included; the compile cache is
+off for this process).
+"""
+
+import argparse
+import logging
+import os
+import time
+
+os.environ.setdefault("TORCH_MLIR_FLEX_CACHE", "0")  # compile time is measured
+
+import torch_mlir_flex  # noqa: F401,E402  (must load before torch_mlir)
+import torch  # noqa: E402
+from torch_mlir_flex import log  # noqa: E402
+
+from benchmarks import peak  # noqa: E402
+from benchmarks.timing import interleaved_medians, peak_extra_bytes, timed_call  # noqa: E402
+from benchmarks.train.cases import ALL_CASES, MEMORY_CASE, QUICK, setup  # noqa: E402
+from benchmarks.train.targets import evaluate, format_targets  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_case(name, kind, S, D, hkv, dtype, reps):
+    fns, flops, _ = setup(kind, S, D, hkv, peak.DTYPES[dtype])
+    torch._dynamo.reset()
+    with log.capture(logging.INFO) as messages:
+        first, _ = timed_call(fns["ours"])  # compiles the forward, then the backward
+    r = max(2, reps if S <= 2048 else reps // 2 + 1)
+    med = interleaved_medians(fns, r, rounds=min(3, r))
+    stages = sum(float(m.split()[-2]) for m in messages if m.startswith("stage "))
+    return {"case": name, "kind": kind, "S": S, "D": D, "dtype": dtype, "flops": flops,
+            "time": med, "compile_s": stages, "first_call_s": max(0.0, first - med["ours"])}
+
+
+def memory_row(dtype):
+    kind, S, D, hkv = MEMORY_CASE
+    fns, _, grad_bytes = setup(kind, S, D, hkv, peak.DTYPES[dtype])
+    fns["ours"]()  # compiled; its outputs and gradients freed before measuring
+    extra = peak_extra_bytes(fns["ours"])
+    return None if extra is None else {"S": S, "D": D, "dtype": dtype,
+                                       "extra_mib": max(0, extra - grad_bytes) / 2**20}
+
+
+def _ms(seconds):
+    return "-" if seconds is None else f"{seconds * 1e3:.1f}"
+
+
+def _ratio(a, b):
+    return "-" if b is None else f"{a / b:.2f}"
+
+
+def table(rows, peaks):
+    out = ["| case | dtype | ours ms | SDPA ms | eager math ms | ours/SDPA | ours/eager | GFLOP/s "
+           "| % peak | compile s | first call s |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t = r["time"]
+        ours, sdpa, eager = t["ours"], t.get("sdpa"), t["eager"]
+        gf = r["flops"] / ours / 1e9
+        out.append(f"| {r['case']} | {r['dtype']} | {_ms(ours)} | {_ms(sdpa)} | {_ms(eager)} "
+                   f"| {_ratio(ours, sdpa)} | {_ratio(ours, eager)} | {gf:.0f} "
+                   f"| {100 * gf / peaks[r['dtype']]:.0f}% | {r['compile_s']:.2f} "
+                   f"| {r['first_call_s']:.2f} |")
+    return "\n".join(out)
+
+
+def update_readme(text_block):
+    path = os.path.join(ROOT, "README.md")
+    text = open(path).read()
+    head = "## Training benchmark"
+    if head in text:
+        start = text.index(head)
+        end = text.find("\n## ", start + len(head))
+        end = len(text) if end < 0 else end
+    else:
+        start = end = len(text)
+        text += "\n"
+    open(path, "w").write(text[:start] + head + "\n\n" + text_block + text[end:])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}, f32, fewer reps")
+    ap.add_argument("--reps", type=int, default=0, help="timed calls per implementation")
+    ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    ap.add_argument("--dtypes", default="", help="f32,bf16 (default; --quick: f32)")
+    ap.add_argument("--no-memory", action="store_true", help="skip the S=8192 memory row")
+    ap.add_argument("--readme", action="store_true", help="write README.md's Training benchmark section")
+    args = ap.parse_args(argv)
+    names = args.cases.split(",") if args.cases else QUICK if args.quick else list(ALL_CASES)
+    dtypes = args.dtypes.split(",") if args.dtypes else ["f32"] if args.quick else ["f32", "bf16"]
+    reps = args.reps or (3 if args.quick else 5)
+    t0 = time.time()
+    peaks = peak.calibrate([peak.DTYPES[d] for d in dtypes])
+    rows = []
+    for dtype in dtypes:
+        for name in names:
+            rows.append(run_case(name, *ALL_CASES[name], dtype, reps))
+            r = rows[-1]
+            print(f"{name} {dtype}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in r["time"].items())
+                  + f", compile {r['compile_s']:.2f} s, first call +{r['first_call_s']:.2f} s", flush=True)
+    peaks = peak.best(peaks, peak.calibrate([peak.DTYPES[d] for d in dtypes]))
+    memory = [] if args.no_memory else [m for d in dtypes for m in [memory_row(d)] if m]
+    text = (f"`python -m benchmarks.train` on this host ({os.cpu_count()} cores, "
+            f"{time.time() - t0:.0f} s; matmul peak " +
+            ", ".join(f"{d} {peaks[d]:.0f} GFLOP/s" for d in dtypes) + "): H=8, B=1, one "
+            "forward + backward per call, ms are medians.\n\n" + table(rows, peaks) + "\n\n" +
+            "".join(f"Extra memory of one call beyond its output and gradients, causal {m['dtype']} "
+                    f"S={m['S']} D={m['D']}: {m['extra_mib']:.0f} MiB.\n" for m in memory) +
+            "\n" + format_targets(evaluate(rows, memory, peaks)) + "\n")
+    print(text)
+    if args.readme:
+        update_readme(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""The targets of issue #26 on the training benchmark's rows, pass/fail."""
+
+TARGETS = (
+    # (name, comparison, limit)
+    ("causal fwd+bwd time / SDPA's (f32, S 1024-4096)", "<=", 1.0),
+    ("causal fwd+bwd time / SDPA's (bf16, S 1024-4096)", "<=", 1.0),
+    ("every case: time / eager float32 math's", "<=", 0.2),
+    ("causal f32: % of the f32 matmul peak (3.5x forward FLOPs of kept blocks)", ">=", 60.0),
+    ("extra memory of a call at S=8192, MiB", "<", 128.0),
+    ("compile time (our stages) of forward + backward per attention op, s", "<", 2.0),
+)
+
+
+def _worst(values, largest=True):
+    """(value, where) of the largest (or smallest) of (value, where) pairs."""
+    values = [v for v in values if v[0] is not None]
+    if not values:
+        return None, ""
+    return max(values) if largest else min(values)
+
+
+def evaluate(rows, memory, peaks):
+    """[(name, op, limit, measured or None, where)]."""
+    def causal(dtype):
+        return [(r["time"]["ours"] / r["time"]["sdpa"], f"{r['case']} {dtype}") for r in rows
+                if r["kind"] == "causal" and r["dtype"] == dtype and "sdpa" in r["time"]]
+
+    found = [
+        _worst(causal("f32")),
+        _worst(causal("bf16")),
+        _worst([(r["time"]["ours"] / r["time"]["eager"], f"{r['case']} {r['dtype']}") for r in rows]),
+        _worst([(100 * r["flops"] / r["time"]["ours"] / 1e9 / peaks["f32"], r["case"]) for r in rows
+                if r["kind"] == "causal" and r["dtype"] == "f32"], largest=False),
+        _worst([(m["extra_mib"], f"causal {m['dtype']} S={m['S']} D={m['D']}") for m in memory]),
+        _worst([(r["compile_s"], f"{r['case']} {r['dtype']}") for r in rows]),
+    ]
+    return [(name, op, limit, value, where) for (name, op, limit), (value, where) in zip(TARGETS, found)]
+
+
+def _passed(op, value, limit):
+    return value <= limit if op == "<=" else value < limit if op == "<" else value >= limit
+
+
+def format_targets(results):
+    out = ["| target | limit | measured (worst) | where | |", "|---|---|---|---|---|"]
+    for name, op, limit, value, where in results:
+        verdict = "not run" if value is None else "pass" if _passed(op, value, limit) else "FAIL"
+        shown = "-" if value is None else f"{value:.2f}"
+        out.append(f"| {name} | {op} {limit:g} | {shown} | {where} | {verdict} |")
+    return "\n".join(out)

@@ -8,10 +8,12 @@ Implementations (all call `model.generate`, greedy):
 - ours-static: ours with `cache_implementation="static"`.
 `first_s` is the first generate() of the process (one token: time to the
 first token, compilation included); `ttft_ms` the same call warm;
-`ms_per_token` the decode time per token of a warm generate() of
-`new_tokens` tokens beyond the first."""
+`ms_per_token` the median time between successive tokens of warm
+generate() calls of `new_tokens` tokens (stamped by a logits processor
+as each token is chosen: one decode step each)."""
 
 import json
+import statistics
 import sys
 import time
 
@@ -21,8 +23,23 @@ import torch
 from .configs import ServeConfig, build, bytes_per_token
 
 
-def _generate(model, ids, mask, n, static):
+class _Stamps:
+    """A logits processor that records when each token is chosen."""
+
+    def __init__(self):
+        self.times = []
+
+    def __call__(self, input_ids, scores):
+        self.times.append(time.perf_counter())
+        return scores
+
+
+def _generate(model, ids, mask, n, static, stamps=None):
     kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    if stamps is not None:
+        from transformers import LogitsProcessorList
+
+        kw["logits_processor"] = LogitsProcessorList([stamps])
     if static:
         kw["cache_implementation"] = "static"
     with torch.no_grad():
@@ -45,17 +62,16 @@ def main(spec):
     _generate(model, ids, mask, 1, static)
     first = time.perf_counter() - t
     _generate(model, ids, mask, cfg.new_tokens, static)  # compiles the decode graphs
-    ttft, total = [], []
+    ttft, steps = [], []
     for _ in range(spec.get("reps", 3)):
         t = time.perf_counter()
         _generate(model, ids, mask, 1, static)
         ttft.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        out = _generate(model, ids, mask, cfg.new_tokens, static)
-        total.append(time.perf_counter() - t)
-    ttft_s, total_s = sorted(ttft)[len(ttft) // 2], sorted(total)[len(total) // 2]
-    res = dict(first_s=first, ttft_ms=1e3 * ttft_s,
-               ms_per_token=1e3 * (total_s - ttft_s) / (cfg.new_tokens - 1),
+        stamps = _Stamps()
+        out = _generate(model, ids, mask, cfg.new_tokens, static, stamps)
+        steps += [b - a for a, b in zip(stamps.times, stamps.times[1:])]
+    res = dict(first_s=first, ttft_ms=1e3 * statistics.median(ttft),
+               ms_per_token=1e3 * statistics.median(steps),
                bytes_per_token=bytes_per_token(model, cfg), tokens=out[:, ids.shape[1]:].tolist())
     if impl.startswith("ours"):
         from torch_mlir_flex import dynamo

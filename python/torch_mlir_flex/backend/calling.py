@@ -11,8 +11,17 @@ whose returns become ``bufferization.materialize_in_destination %r in
 restrict writable %out0``: one-shot-bufferize (after eliminate-empty-tensors)
 writes the results straight into the caller's buffers, or copies them there
 when a result is an input or a constant. The compiled code never returns
-or frees a buffer the caller sees, and never writes into an input.
-See docs/runtime.md.
+or frees a buffer the caller sees, and writes into no input but those of
+`in_place`.
+
+`in_place` ({result: input}) names results that are the new value of an
+input (a KV cache the program updates with `index_copy_`): that input is
+marked writable and the result stays a result, marked
+``{flex.in_place = input}``, so that one-shot-bufferize updates the
+caller's buffer where it stands (out of place only when the old value is
+still read after the update); flex-in-place-results then drops the result
+(after a copy into the input when it was not updated in place). Such a
+result has no out-param. See docs/runtime.md.
 
 Scalar arguments (``i64``, ``i1``, ``f64``, ``f32``: a SymInt or float input of an
 exported program) are passed as 0-d tensors (`scalars_to_tensors`): the
@@ -25,6 +34,8 @@ from .errors import FlexBackendError
 # Module attribute of the runtime status contract (docs/runtime.md).
 STATUS_ATTR = "flex.check_messages"
 STATUS_ELEMENTS = 4
+# Result attribute read by flex-in-place-results: the argument it is written into.
+IN_PLACE_ATTR = "flex.in_place"
 
 
 def find_func(module, name):
@@ -81,14 +92,15 @@ def _returns(func):
             if len(b.operations) and b.operations[len(b.operations) - 1].operation.name == "func.return"]
 
 
-def _arg_attrs(func, n_inputs, n_total):
-    """Existing argument attributes, inputs marked not writable."""
+def _arg_attrs(func, n_inputs, n_total, writable=()):
+    """Existing argument attributes, inputs marked not writable (but those
+    in `writable`)."""
     old = list(ir.ArrayAttr(func.attributes["arg_attrs"])) if "arg_attrs" in func.attributes else []
     attrs = []
     for i in range(n_total):
         entries = {a.name: a.attr for a in ir.DictAttr(old[i])} if i < min(len(old), n_inputs) else {}
         if i < n_inputs:
-            entries["bufferization.writable"] = ir.BoolAttr.get(False)
+            entries["bufferization.writable"] = ir.BoolAttr.get(i in writable)
         attrs.append(ir.DictAttr.get(entries))
     return ir.ArrayAttr.get(attrs)
 
@@ -122,31 +134,57 @@ def scalars_to_tensors(module, func_name: str):
     return scalars
 
 
-def to_destination_passing(module, func_name: str):
+def check_in_place(in_place, inputs, results):
+    """FlexBackendError unless `in_place` ({result: input}) pairs results and
+    inputs of one type, each input at most once."""
+    if len(set(in_place.values())) != len(in_place):
+        raise FlexBackendError(f"in_place {in_place}: an input is the destination of two results")
+    for r, i in in_place.items():
+        if not (0 <= r < len(results) and 0 <= i < len(inputs)):
+            raise FlexBackendError(f"in_place {in_place}: no result {r} or input {i}")
+        if results[r] != inputs[i]:
+            raise FlexBackendError(f"in_place: result {r} ({results[r]}) is not of the type of input {i} "
+                                   f"({inputs[i]})")
+
+
+def to_destination_passing(module, func_name: str, in_place=None):
     """Rewrites @func_name in place (see the module docstring); returns
     (input types, result types) of the original function."""
     func = find_func(module, func_name)
     inputs, results, given_status = entry_signature(module, func)
+    in_place = dict(in_place or {})
+    check_in_place(in_place, inputs, results)
     if not func.regions[0].blocks:
         raise FlexBackendError(f"@{func_name} has no body")
     entry = func.regions[0].blocks[0]
     loc = func.location
-    outs = [entry.add_argument(ir.MemRefType.get(list(t.shape), t.element_type), loc) for t in results]
+    outs = [None if i in in_place else entry.add_argument(ir.MemRefType.get(list(t.shape), t.element_type), loc)
+            for i, t in enumerate(results)]
     if given_status:  # keep the status argument last
         old = entry.arguments[len(inputs)]
         new = entry.add_argument(old.type, loc)
         old.replace_all_uses_with(new)
         entry.erase_argument(len(inputs))
+    kept = sorted(in_place)  # results returned (as their input's buffer)
     for ret in _returns(func):
         with ir.InsertionPoint(ret), ret.location:
-            for value, out in zip(list(ret.operands), outs):
+            returned = []
+            for i, (value, out) in enumerate(zip(list(ret.operands), outs)):
+                if out is None:
+                    returned.append(value)
+                    continue
                 ir.Operation.create("bufferization.materialize_in_destination", operands=[value, out],
                                     attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
-            ir.Operation.create("func.return")
+            ir.Operation.create("func.return", operands=returned)
         ret.erase()
     types = [a.type for a in entry.arguments]
-    func.attributes["arg_attrs"] = _arg_attrs(func, len(inputs), len(types))
-    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(types, []))
+    func.attributes["arg_attrs"] = _arg_attrs(func, len(inputs), len(types), set(in_place.values()))
+    func.attributes["function_type"] = ir.TypeAttr.get(
+        ir.FunctionType.get(types, [results[i] for i in kept]))
     if "res_attrs" in func.attributes:
         del func.attributes["res_attrs"]
+    if kept:
+        i64 = ir.IntegerType.get_signless(64)
+        func.attributes["res_attrs"] = ir.ArrayAttr.get(
+            [ir.DictAttr.get({IN_PLACE_ATTR: ir.IntegerAttr.get(i64, in_place[i])}) for i in kept])
     return inputs, results

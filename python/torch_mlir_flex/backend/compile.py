@@ -195,9 +195,11 @@ def pipeline_until(backend: str, stop_before: str = LOOPS_STOP_BEFORE) -> str:
     return prefix + ")" * (prefix.count("(") - prefix.count(")"))
 
 
-def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main") -> str:
+def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",
+                   in_place=None) -> str:
     """flex IR -> the backend's pipeline up to scf loops (for inspection), with
-    the calling convention of JitFunction (results as out-params)."""
+    the calling convention of JitFunction (results as out-params, those of
+    `in_place` written into their input)."""
     from ..mlir import ir
 
     from .calling import to_destination_passing
@@ -206,7 +208,7 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: st
     module = _parse(flex_text, ctx, "lower")
     with ctx, ir.Location.unknown():
         try:
-            to_destination_passing(module, func_name)
+            to_destination_passing(module, func_name, in_place)
         except FlexBackendError:
             pass  # no such entry function (or not a tensor one): lower as is
     _run_pipeline(module, pipeline_until(backend), "lower")
@@ -215,14 +217,14 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: st
 
 @timed("lower+jit", dump="llvm", before=log_flash_choices)
 def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND,
-        arg_names=None, shape_checks=None, opt_level: int = 2) -> JitFunction:
+        arg_names=None, shape_checks=None, opt_level: int = 2, in_place=None) -> JitFunction:
     from .pipelines import PIPELINES
 
     if backend not in PIPELINES:
         raise FlexCompileError("lower", f"unknown backend {backend!r}; known: {sorted(PIPELINES)}")
     try:
         return JitFunction(flex_text, func_name, pipeline=backend, arg_names=arg_names,
-                           shape_checks=shape_checks, opt_level=opt_level)
+                           shape_checks=shape_checks, opt_level=opt_level, in_place=in_place)
     except FlexBackendError as e:
         raise FlexCompileError("lower", str(e)) from e
 
@@ -266,7 +268,8 @@ class CompiledModule:
 
     def loops_ir(self) -> str:
         if self._loops_ir is None:
-            self._loops_ir = lower_to_loops(self.flex_ir, self.backend, self.func_name)
+            self._loops_ir = lower_to_loops(self.flex_ir, self.backend, self.func_name,
+                                            self.jit_function.in_place)
         return self._loops_ir
 
     @property
@@ -328,7 +331,8 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     those a flex_attention modifier captures; False freezes them into the
     module as constants.
     In-place updates of inputs and buffers (a KV cache's `index_copy_`)
-    are written into the caller's tensors after each call (mutations.py).
+    are written into the caller's tensors by the compiled code, in place
+    (mutations.py).
     `exported_check(ep)`, when given, sees the ExportedProgram before any
     lowering and may raise FlexCompileError to refuse it.
     `train=True`: a callable that supports autograd (`loss.backward()`), the
@@ -380,7 +384,8 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
     checks = _export_checks(ep, names, len(state))
     if names is not None:
         names = list(targets or ()) + names
-    fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=checks, opt_level=opt_level)
+    fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=checks, opt_level=opt_level,
+             in_place=mutations.in_place(len(state)))
     if arg_specs is not None and len(arg_specs) + len(state) != len(fn.arg_types):
         arg_specs = None
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,

@@ -42,11 +42,15 @@ class JitFunction:
     """Lowers `module_text` with a named pipeline and JIT-compiles `func_name`.
 
     `arg_names` name the arguments in error messages; `shape_checks`
-    (a shapes.DimChecks) adds checks, e.g. from an ExportedProgram."""
+    (a shapes.DimChecks) adds checks, e.g. from an ExportedProgram.
+    `in_place` ({result: argument}): results that are the new value of an
+    argument, written into that argument's tensor (calling.py); the call
+    returns that tensor there (a contiguous copy of it when the argument
+    was not contiguous: the caller copies that back)."""
 
     def __init__(self, module_text: str, func_name: str = "main",
                  pipeline: str = "reference", opt_level: int = 2,
-                 shared_libs=(), arg_names=None, shape_checks=None):
+                 shared_libs=(), arg_names=None, shape_checks=None, in_place=None):
         if not _load_order.LOADED_FIRST:
             raise FlexBackendError(_load_order.LOAD_ORDER_MESSAGE)
         from .pipelines import get_pipeline
@@ -64,7 +68,8 @@ class JitFunction:
             self.arg_labels = _labels(arg_names, len(self.arg_types))
             shapes = ShapeProgram(module, func_name, self.arg_types, self.result_types, self.arg_labels)
             self._scalars = frozenset(scalars_to_tensors(module, func_name))
-            to_destination_passing(module, func_name)
+            self._in_place = dict(in_place or {})
+            to_destination_passing(module, func_name, self._in_place)
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             text = get_pipeline(pipeline) if "(" not in pipeline else pipeline
             try:
@@ -93,7 +98,7 @@ class JitFunction:
         function, dtypes, output-shape and check functions."""
         self.check_messages = status_messages(module)
         self.has_status = bool(self.check_messages)
-        nargs = len(self.arg_types) + len(self.result_types) + self.has_status
+        nargs = len(self.arg_types) + len(self._out_types()) + self.has_status
         ciface = f"_mlir_ciface_{self.func_name}"
         lowered = _llvm_arg_count(module, ciface)
         if lowered is not None and lowered != nargs:
@@ -104,7 +109,7 @@ class JitFunction:
         if not addr:
             raise FlexBackendError(f"JIT compilation of @{self.func_name} failed")
         dyn = ir.ShapedType.get_dynamic_size()
-        memrefs = self.arg_types + self.result_types
+        memrefs = self.arg_types + self._out_types()
         # Every shape static: the descriptors are built once, a call passes
         # its data pointers (PackedCall.call_pointers).
         fixed = all(dyn not in t.shape for t in memrefs)
@@ -117,17 +122,20 @@ class JitFunction:
         self._set_spin_seconds(module)
         elt = lambda t: str(t.element_type)  # noqa: E731
         self._in_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.arg_types]
-        self._out_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.result_types]
-        for t, d in zip(self.arg_types + self.result_types, self._in_dtypes + self._out_dtypes):
+        self._out_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self._out_types()]
+        for t, d in zip(self.arg_types + self._out_types(), self._in_dtypes + self._out_dtypes):
             if d is None:
                 raise FlexBackendError(f"unsupported tensor element type {t.element_type}")
         if fixed:
-            self._fixed_outs = [(tuple(t.shape), d) for t, d in zip(self.result_types, self._out_dtypes)]
+            self._fixed_outs = [(tuple(t.shape), d) for t, d in zip(self._out_types(), self._out_dtypes)]
         self._static = [[(j, d) for j, d in enumerate(t.shape) if d != dyn] for t in self.arg_types]
         self._static_shape = [tuple(t.shape) if len(st) == t.rank else None
                               for t, st in zip(self.arg_types, self._static)]
         self._shape_text = ["x".join("?" if d == dyn else str(d) for d in t.shape) for t in self.arg_types]
         self._out_shapes = shapes.out_shapes
+        if self._in_place:
+            out_shapes = shapes.out_shapes
+            self._out_shapes = lambda sh: [s for i, s in enumerate(out_shapes(sh)) if i not in self._in_place]
         checks = shapes.checks
         if shape_checks is not None and shape_checks.num_inputs in (None, len(self.arg_types)):
             checks = shape_checks.merged_with(checks)
@@ -174,6 +182,7 @@ class JitFunction:
 
     _bound = ()
     _scalars = frozenset()
+    _in_place = {}
 
     def bind_leading(self, tensors):
         """Binds the function's first arguments to `tensors` (a model's
@@ -246,7 +255,20 @@ class JitFunction:
             status = self._cfunc(words)
         if status is not None and status[0]:
             raise self._runtime_error(status)
+        if self._in_place:
+            it = iter(outs)
+            outs = [ins[self._in_place[i]] if i in self._in_place else next(it)
+                    for i in range(len(self.result_types))]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @property
+    def in_place(self):
+        """{result: argument}: results written into an argument's tensor."""
+        return dict(self._in_place)
+
+    def _out_types(self):
+        """Types of the results the caller allocates (not those in place)."""
+        return [t for i, t in enumerate(self.result_types) if i not in self._in_place]
 
     def _runtime_error(self, status):
         k = status[0]

@@ -4,10 +4,13 @@
 cache, `copy_`, a buffer's `add_`): the exported program returns the new
 value of each mutated user input (`USER_INPUT_MUTATION`) or buffer
 (`BUFFER_MUTATION`) before its own outputs. `Mutations` reads that from the
-graph signature when a program is compiled, refuses what a call cannot
-write back (a frozen buffer, an output kind of training graphs), and after
-each call writes the new values into the caller's tensors, so that the
-compiled callable mutates what eager PyTorch mutates.
+graph signature when a program is compiled and refuses what a call cannot
+write back (a frozen buffer, an output kind of training graphs). The
+compiled function writes each new value into the caller's tensor itself
+(`in_place`: destination passing, calling.py; one-shot bufferization
+updates the cache where it stands, with no copy of it); `apply` copies
+back only what a call had to pass as a copy (a non-contiguous tensor), so
+that the compiled callable mutates what eager PyTorch mutates.
 """
 
 from .errors import FlexCompileError
@@ -42,9 +45,17 @@ class Mutations:
     def __bool__(self):
         return bool(self.writes)
 
+    def in_place(self, num_state):
+        """{result: argument of the compiled function} of every write (the
+        state tensors are its `num_state` leading arguments)."""
+        return {i: (num_state + k if kind == "input" else k) for i, kind, k in self.writes}
+
     def apply(self, results, args, state):
-        """Writes the new values into `args` / `state`; returns the user outputs."""
+        """Writes the new values into `args` / `state` where the call did not
+        (a result that is not the caller's tensor itself); returns the user
+        outputs."""
         for i, kind, k in self.writes:
             dest = args[k] if kind == "input" else state[k]
-            dest.copy_(results[i])
+            if results[i] is not dest:
+                dest.copy_(results[i])
         return [results[i] for i in self.user_results]

@@ -10,13 +10,19 @@ except ImportError:  # loaded as a plain module (test/robustness/fuzz.py)
     from cpu_features import bf16_dot_default, host_has_avx512_bf16, spread_workers_default
 
 # Calling convention (docs/runtime.md, calling.py): the entry function's
-# results are out-params filled by bufferization.materialize_in_destination;
+# results are out-params filled by bufferization.materialize_in_destination
+# (or, for an input the program mutates, that input's own buffer);
 # eliminate-empty-tensors lets the ops producing a result write straight
 # into the caller's buffer instead of a temporary that is then copied.
+# A mutated input is written in place (calling.py's `in_place`): its
+# result, marked flex.in_place, is dropped right after (copied into the
+# argument first if bufferization could not update it in place), before
+# deallocation sees it.
 BUFFERIZE = (
     "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map}"
+    "function-boundary-type-conversion=identity-layout-map},"
+    "flex-in-place-results"
 )
 
 # Frees every temporary buffer (function arguments are never owned, so no

@@ -7,7 +7,9 @@
 
 `compile` exports the model with the export-time problems of transformers'
 flex path handled here (see `patches`), compiles it with
-`torch_mlir_flex.compile` and returns a `CompiledHFModel`. transformers is
+`torch_mlir_flex.compile` and returns a `CompiledHFModel`. `generator`
+compiles a causal LM's prefill and decode over a static KV cache for text
+generation (`CompiledGenerator.generate`, as `model.generate`). transformers is
 optional: nothing in this package imports it before `compile` is called
 (`sinks` needs only torch). Details: docs/hf.md.
 """
@@ -18,6 +20,10 @@ def __getattr__(name):
         from . import model
 
         return getattr(model, name)
+    if name in ("generator", "CompiledGenerator"):
+        from . import generate
+
+        return getattr(generate, name)
     if name in ("flex_attention_with_sinks", "renormalize_with_sinks"):
         from . import sinks
 

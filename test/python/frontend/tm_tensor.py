@@ -56,18 +56,24 @@ show("cumsum", lambda x: torch.cumsum(x, 1), torch.randn(3, 5))
 show("sort_desc", lambda x: torch.sort(x, dim=1, descending=True), torch.randn(4, 6))
 
 # index_put with accumulate: the update combines with the current element;
-# negative indices wrap, positions are checked.
+# negative indices wrap, positions are checked, and an update whose check
+# fails writes nothing outside (element 0 gets its own value back). The
+# loop starts from the destination itself (bufferization decides on a copy).
 # CHECK-LABEL: func.func @index_put_acc(
 # CHECK-NOT:     tm_tensor
+# CHECK-NOT:     alloc_tensor
 # CHECK:         scf.for
 # CHECK:           %[[IDX:.*]] = arith.index_cast %{{.*}} : i64 to index
 # CHECK:           %[[NEG:.*]] = arith.cmpi slt, %[[IDX]], %{{.*}} : index
 # CHECK:           %[[W:.*]] = arith.select %[[NEG]]
-# CHECK:           cf.assert %{{.*}}, "index out of range in aten.index_put{{.*}}"
+# CHECK:           %[[OK:.*]] = arith.andi
+# CHECK:           cf.assert %[[OK]], "index out of range in aten.index_put{{.*}}"
+# CHECK:           %[[P:.*]] = arith.select %[[OK]], %[[W]], %c0 : index
+# CHECK:           %[[C:.*]] = tensor.extract %{{.*}}[%[[P]]] : tensor<5xf32>
 # CHECK:           %[[U:.*]] = tensor.extract %{{.*}} : tensor<4x1xf32>
-# CHECK:           %[[C:.*]] = tensor.extract %{{.*}}[%[[W]]] : tensor<5xf32>
 # CHECK:           %[[A:.*]] = arith.addf %[[C]], %[[U]] : f32
-# CHECK:           tensor.insert %[[A]] into %{{.*}}[%[[W]]] : tensor<5xf32>
+# CHECK:           %[[V:.*]] = arith.select %[[OK]], %[[A]], %[[C]] : f32
+# CHECK:           tensor.insert %[[V]] into %{{.*}}[%[[P]]] : tensor<5xf32>
 show("index_put_acc", lambda v, i: torch.zeros(5).index_put((i,), v, accumulate=True),
      torch.randn(4), torch.tensor([0, 1, -1, 3]))
 

@@ -13,7 +13,10 @@ in order of ``i`` (so with repeated indices the last write wins, and
 accumulations are sequential like torch's CPU kernels).
 
 Indices are checked: ``cf.assert`` that each position is inside
-``original`` (torch raises IndexError there). For ``aten.index_put`` (the
+``original`` (torch raises IndexError there); the JIT reports a failed
+check after the call, so an update whose position is outside writes
+nothing (it rewrites element 0 with its own value; updates before it are
+applied, as in eager). For ``aten.index_put`` (the
 origin of index_put/index_add/setitem lowerings) negative indices count
 from the end first, as in Python.
 """
@@ -34,9 +37,10 @@ def _index(op: TmOp, raw: ir.Value, size: ir.Value) -> ir.Value:
     return idx
 
 
-def _check(op: TmOp, pos: ir.Value, size: ir.Value, d: int):
+def _check(op: TmOp, pos: ir.Value, size: ir.Value, d: int) -> ir.Value:
     ok = arith.AndIOp(B.cmpi("sge", pos, B.index(0)), B.cmpi("slt", pos, size)).result
     cf.AssertOp(ok, f"index out of range in {op.origin} (dimension {d})")
+    return ok
 
 
 def lower_scatter(op: TmOp):
@@ -63,10 +67,26 @@ def lower_scatter(op: TmOp):
         for t, m in enumerate(dim_map):
             idx = _index(op, B.extract(indices, [ivs[0], B.index(t)]), sizes[m])
             pos[m] = idx if pos[m] is None else B.addi(pos[m], idx)
+        ok = None
         for m, size in sizes.items():
-            _check(op, pos[m], size, m)
-        new = B.inline_region(op.region, [B.extract(updates, ivs), B.extract(orig, pos)])[0]
+            ok_m = _check(op, pos[m], size, m)
+            ok = ok_m if ok is None else arith.AndIOp(ok, ok_m).result
+        if ok is not None:
+            # A failed check reports the error after the call (the JIT's
+            # status): until then no write may leave the tensor. Such an
+            # update rewrites element 0 with its own value.
+            for m in sizes:
+                pos[m] = B.select(ok, pos[m], B.index(0))
+        current = B.extract(orig, pos)
+        new = B.inline_region(op.region, [B.extract(updates, ivs), current])[0]
+        if ok is not None:
+            new = B.select(ok, new, current)
         return [B.insert(new, orig, pos)]
 
     ubs = [B.dim(updates, i) for i in range(upd_rank)]
-    return B.loop_nest(ubs, [B.private_copy(original)], body)
+    # The loop updates `original` itself: a KV cache the program writes
+    # with index_copy_ / index_put is updated where it stands when the
+    # caller lets the function write that input (calling.py's in_place);
+    # one-shot bufferization copies it first when it may not (any other
+    # input, a constant) or when its old value is read later.
+    return B.loop_nest(ubs, [original], body)

@@ -11,7 +11,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_json_child(module: str, spec: dict, cache_dir: str, timeout: float) -> dict:
-    env = dict(os.environ, TORCH_MLIR_FLEX_CACHE_DIR=cache_dir, PYTHONPATH=os.pathsep.join(
+    # Every compiler starts from the same empty on-disk cache (`cache_dir`):
+    # ours, and inductor's in a subdirectory of it.
+    env = dict(os.environ, TORCH_MLIR_FLEX_CACHE_DIR=cache_dir,
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"), PYTHONPATH=os.pathsep.join(
         [os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")]))
     try:
         p = subprocess.run([sys.executable, "-m", module, json.dumps(spec)], cwd=ROOT,

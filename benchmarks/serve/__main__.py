@@ -4,7 +4,7 @@
 For each configuration (configs.py), one process per implementation
 (child.py: HF's flex path uncompiled, inductor, ours through
 `torch.compile(backend="torch_mlir_flex")` with a DynamicCache and with a
-static cache) reports the first generate() of a new process (compile
+static cache, ours through `torch_mlir_flex.hf.generator`) reports the first generate() of a new process (compile
 included; ours with an empty compile cache), the warm time to the first
 token and the decode ms/token, and whether its tokens equal the uncompiled
 model's. The memory-bandwidth column divides the bytes a decode step reads
@@ -23,9 +23,15 @@ import time
 import torch
 
 from ..child_process import ROOT, run_json_child
+from ..readme import format_targets, replace_section
 from .configs import DEFAULT, LONG
+from .targets import evaluate
 
-IMPLS = ("eager", "inductor", "ours", "ours-static")
+README_INTRO = ("`python -m benchmarks.serve` (`--all` adds the Qwen2-0.5B shape): greedy, 32 new tokens, "
+                "decode ms/token of warm calls (median time between successive tokens), each "
+                "implementation in its own process on this 2-core host.\n\n")
+
+IMPLS = ("eager", "inductor", "ours", "ours-static", "ours-api")
 
 
 def copy_bandwidth_gbs(mib=256, reps=5) -> float:
@@ -76,19 +82,6 @@ def markdown(rows, bandwidth):
     return "\n".join(out) + "\n"
 
 
-def update_readme(table):
-    path = os.path.join(ROOT, "README.md")
-    text = open(path).read()
-    head = "## Serving benchmark"
-    start = text.index(head)
-    end = text.find("\n## ", start + len(head))
-    end = len(text) if end < 0 else end
-    intro = ("\n\n`python -m benchmarks.serve` (`--all` adds the Qwen2-0.5B shape): `model.generate` "
-             "greedy, 32 new tokens, decode ms/token of warm calls, each implementation in its own "
-             "process on this 2-core host.\n\n")
-    open(path, "w").write(text[:start] + head + intro + table + text[end:])
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="add the Qwen2-0.5B-shaped configurations")
@@ -108,13 +101,13 @@ def main():
                 print(json.dumps({"config": cfg.name, "impl": impl,
                                   **{k: v for k, v in r.items() if k != "tokens"}}), flush=True)
         rows.append(row)
-    table = markdown(rows, bandwidth)
+    table = markdown(rows, bandwidth) + "\n" + format_targets(evaluate(rows, bandwidth)) + "\n"
     print(table)
     os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "benchmarks", "results", "serve.md"), "w") as f:
         f.write(table)
     if args.readme:
-        update_readme(table)
+        replace_section("## Serving benchmark", README_INTRO + table)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 """One implementation of one serving configuration, in its own process:
 `python -m benchmarks.serve.child '<json spec>'`. Prints one JSON line.
 
-Implementations (all call `model.generate`, greedy):
-- eager: transformers' flex path uncompiled;
+Implementations (greedy):
+- eager: `model.generate`, transformers' flex path uncompiled;
 - inductor: `model.forward = torch.compile(model.forward)` (DynamicCache);
 - ours: the same with `backend="torch_mlir_flex"` (DynamicCache);
-- ours-static: ours with `cache_implementation="static"`.
+- ours-static: ours with `cache_implementation="static"`;
+- ours-api: `torch_mlir_flex.hf.generator(model, ...).generate(...)`
+  (compiled prefill + decode over a static cache; `first_s` includes
+  building the generator).
 `first_s` is the first generate() of the process (one token: time to the
 first token, compilation included); `ttft_ms` the same call warm;
 `ms_per_token` the median time between successive tokens of warm
@@ -46,6 +49,24 @@ def _generate(model, ids, mask, n, static, stamps=None):
         return model.generate(ids, attention_mask=mask, **kw)
 
 
+class _ApiModel:
+    """`generate` of torch_mlir_flex.hf's CompiledGenerator behind the
+    `model.generate` call the benchmark makes (built at the first call)."""
+
+    def __init__(self, model, cfg):
+        self.model, self.cfg, self.gen = model, cfg, None
+        self.config = model.config
+
+    def generate(self, ids, attention_mask, max_new_tokens, min_new_tokens, do_sample, logits_processor=None):
+        import torch_mlir_flex.hf as flex_hf
+
+        if self.gen is None:
+            self.gen = flex_hf.generator(self.model, max_cache_len=self.cfg.prompt + self.cfg.new_tokens + 32,
+                                         batch_size=self.cfg.batch)
+        return self.gen.generate(ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens,
+                                 min_new_tokens=min_new_tokens, logits_processor=logits_processor)
+
+
 def main(spec):
     cfg = ServeConfig(**spec["config"])
     impl = spec["impl"]
@@ -53,6 +74,8 @@ def main(spec):
     static = impl == "ours-static"
     if impl == "inductor":
         model.forward = torch.compile(model.forward)
+    elif impl == "ours-api":
+        model = _ApiModel(model, cfg)
     elif impl.startswith("ours"):
         from torch_mlir_flex import dynamo
 
@@ -72,8 +95,9 @@ def main(spec):
         steps += [b - a for a, b in zip(stamps.times, stamps.times[1:])]
     res = dict(first_s=first, ttft_ms=1e3 * statistics.median(ttft),
                ms_per_token=1e3 * statistics.median(steps),
-               bytes_per_token=bytes_per_token(model, cfg), tokens=out[:, ids.shape[1]:].tolist())
-    if impl.startswith("ours"):
+               bytes_per_token=bytes_per_token(model.model if isinstance(model, _ApiModel) else model, cfg),
+               tokens=out[:, ids.shape[1]:].tolist())
+    if impl in ("ours", "ours-static"):
         from torch_mlir_flex import dynamo
 
         res["graphs"] = dict(dynamo.stats)

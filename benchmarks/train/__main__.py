@@ -29,9 +29,9 @@ from torch_mlir_flex import log  # noqa: E402
 from benchmarks import peak  # noqa: E402
 from benchmarks.timing import interleaved_medians, peak_extra_bytes, timed_call  # noqa: E402
 from benchmarks.train.cases import ALL_CASES, MEMORY_CASE, QUICK, setup  # noqa: E402
-from benchmarks.train.targets import evaluate, format_targets  # noqa: E402
+from benchmarks.readme import format_targets, replace_section  # noqa: E402
+from benchmarks.train.targets import evaluate  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_case(name, kind, S, D, hkv, dtype, reps):
@@ -77,20 +77,6 @@ def table(rows, peaks):
     return "\n".join(out)
 
 
-def update_readme(text_block):
-    path = os.path.join(ROOT, "README.md")
-    text = open(path).read()
-    head = "## Training benchmark"
-    if head in text:
-        start = text.index(head)
-        end = text.find("\n## ", start + len(head))
-        end = len(text) if end < 0 else end
-    else:
-        start = end = len(text)
-        text += "\n"
-    open(path, "w").write(text[:start] + head + "\n\n" + text_block + text[end:])
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}, f32, fewer reps")
@@ -123,7 +109,7 @@ def main(argv=None):
             "\n" + format_targets(evaluate(rows, memory, peaks)) + "\n")
     print(text)
     if args.readme:
-        update_readme(text)
+        replace_section("## Training benchmark", text)
 
 
 if __name__ == "__main__":

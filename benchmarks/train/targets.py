@@ -1,4 +1,5 @@
-"""The targets of issue #26 on the training benchmark's rows, pass/fail."""
+"""The targets of issue #26 on the training benchmark's rows (pass/fail:
+benchmarks/readme.py's format_targets)."""
 
 TARGETS = (
     # (name, comparison, limit)
@@ -35,16 +36,3 @@ def evaluate(rows, memory, peaks):
         _worst([(r["compile_s"], f"{r['case']} {r['dtype']}") for r in rows]),
     ]
     return [(name, op, limit, value, where) for (name, op, limit), (value, where) in zip(TARGETS, found)]
-
-
-def _passed(op, value, limit):
-    return value <= limit if op == "<=" else value < limit if op == "<" else value >= limit
-
-
-def format_targets(results):
-    out = ["| target | limit | measured (worst) | where | |", "|---|---|---|---|---|"]
-    for name, op, limit, value, where in results:
-        verdict = "not run" if value is None else "pass" if _passed(op, value, limit) else "FAIL"
-        shown = "-" if value is None else f"{value:.2f}"
-        out.append(f"| {name} | {op} {limit:g} | {shown} | {where} | {verdict} |")
-    return "\n".join(out)

@@ -6,8 +6,8 @@
 
 `generator` compiles the model's forward over a static KV cache
 (`static_step.StaticStep`) into one decode function, for every position up
-to `max_cache_len`, and, at the first prompt of each length bucket, one
-prefill function (the prompt is left-padded to a multiple of
+to `max_cache_len` (at the first decode step), and, at the first prompt of
+each length bucket, one prefill function (the prompt is left-padded to a multiple of
 `prefill_bucket`: pad tokens are masked out, as transformers does for left
 padding). Both take the model's parameters as runtime arguments bound to
 the model's own tensors (one copy of the weights; no constants), and the
@@ -31,8 +31,9 @@ def generator(model, max_cache_len: int, batch_size: int = 1, backend: str = DEF
               opt_level: int = 2, prefill_bucket: int = 32) -> "CompiledGenerator":
     """A `CompiledGenerator` for `model` (a transformers causal LM, best
     built with ``attn_implementation="flex_attention"``) with a static cache
-    of `max_cache_len` positions for `batch_size` sequences. The decode
-    function is compiled here; prefill functions at first use."""
+    of `max_cache_len` positions for `batch_size` sequences. Functions are
+    compiled at first use (`compile_all` compiles the decode step and the
+    prefill for `prompt_lengths` ahead)."""
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
         raise FlexHFError(f"expected a transformers causal LM, got {type(model).__name__}")
     if max_cache_len < 2 or batch_size < 1 or prefill_bucket < 1:
@@ -57,7 +58,7 @@ class CompiledGenerator:
                       for s in pair]
         self._step = StaticStep(model).eval()
         self._prefill = {}  # padded prompt length -> CompiledModule
-        self.decode_fn = self._compile(1)
+        self._decode = None
 
     def _compile(self, length: int):
         from .. import compile as flex_compile
@@ -77,6 +78,15 @@ class CompiledGenerator:
         finally:
             self.model.train(was_training)
 
+    @property
+    def decode_fn(self):
+        """The compiled decode step (one token per sequence, any position);
+        compiled at the first use, after the first prefill, so that the
+        first token does not wait for it."""
+        if self._decode is None:
+            self._decode = self._compile(1)
+        return self._decode
+
     def prefill_fn(self, length: int):
         """The compiled prefill for a prompt padded to `length` tokens."""
         fn = self._prefill.get(length)
@@ -84,17 +94,33 @@ class CompiledGenerator:
             fn = self._prefill[length] = self._compile(length)
         return fn
 
+    def compile_all(self, prompt_lengths=()):
+        """Compiles the decode step and the prefills of these prompt lengths
+        now (a server does this before taking requests)."""
+        self.decode_fn
+        for n in prompt_lengths:
+            self.prefill_fn(self._bucket(n, 1))
+        return self
+
+    def _bucket(self, length, max_new_tokens):
+        padded = -(-length // self.prefill_bucket) * self.prefill_bucket
+        return length if padded + max_new_tokens > self.max_cache_len else padded
+
     def generate(self, input_ids, attention_mask=None, max_new_tokens: int = 20, min_new_tokens: int = 0,
                  do_sample: bool = False, temperature: float = 1.0, top_k=None, top_p=None,
-                 eos_token_id=None, pad_token_id=None, generator=None):
-        """`model.generate` on the compiled functions (see the module docstring)."""
+                 eos_token_id=None, pad_token_id=None, generator=None, logits_processor=None):
+        """`model.generate` on the compiled functions (see the module
+        docstring). `logits_processor`: callables ``(ids, scores) -> scores``
+        applied after the built-in ones, as `model.generate` does with its
+        argument of that name; `generator`: the torch.Generator sampling
+        draws from (default: the global one, as model.generate)."""
         ids, mask = self._check_prompt(input_ids, attention_mask, max_new_tokens)
         eos, pad = self._special_tokens(eos_token_id, pad_token_id)
         processors = _processors(min_new_tokens, eos, do_sample, temperature, top_k, top_p)
+        if logits_processor:
+            processors = list(processors or []) + list(logits_processor)
         B, T0 = ids.shape
-        P = -(-T0 // self.prefill_bucket) * self.prefill_bucket
-        if P + max_new_tokens > self.max_cache_len:  # a shorter bucket is enough then
-            P = T0
+        P = self._bucket(T0, max_new_tokens)  # the prompt unpadded when a bucket would not fit
         padded = torch.full((B, P), pad if pad is not None else 0, dtype=torch.long)
         padded[:, P - T0:] = ids
         cache_mask = torch.zeros(B, self.max_cache_len, dtype=torch.long)
@@ -106,8 +132,8 @@ class CompiledGenerator:
         next_pos = positions[:, -1:] + 1
         for step in range(max_new_tokens):
             scores = logits.float()  # as model.generate
-            if processors:
-                scores = processors(out, scores)
+            for proc in processors or ():
+                scores = proc(out, scores)
             if do_sample:
                 token = torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=generator).squeeze(1)
             else:
@@ -167,7 +193,7 @@ def _processors(min_new_tokens, eos, do_sample, temperature, top_k, top_p):
     `model.generate` applies them, or None (greedy, nothing to do)."""
     from transformers.generation import logits_process as lp
 
-    procs = lp.LogitsProcessorList()
+    procs = []
     if min_new_tokens and eos is not None:
         procs.append(_MinNewTokens(min_new_tokens, eos))
     if do_sample:

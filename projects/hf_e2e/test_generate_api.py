@@ -101,3 +101,21 @@ def test_bad_requests_raise_clear_errors():
         gen.generate(torch.ones(1, 10, dtype=torch.long), max_new_tokens=10)
     with pytest.raises(flex_hf.FlexHFError, match="left padding"):
         gen.generate(torch.ones(1, 4, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 0, 0]]))
+
+
+def test_decode_past_the_cache_raises_index_error_as_eager():
+    """A cache position outside the cache: IndexError from the compiled
+    decode step, as eager's index_copy_ raises, and the cache tensors keep
+    their size and every slot (nothing written outside them)."""
+    from torch_mlir_flex.hf.static_step import StaticStep
+
+    flex, _ = build_models(BY_NAME["llama"])
+    gen = flex_hf.generator(flex, max_cache_len=16, batch_size=1)
+    args = (torch.ones(1, 1, dtype=torch.long), torch.ones(1, 16, dtype=torch.long), torch.tensor([[16]]),
+            torch.tensor([16]))
+    before = [t.clone() for t in gen.cache]
+    with pytest.raises(IndexError):
+        gen.decode_fn(*args, *gen.cache)
+    assert all(torch.equal(a, b) for a, b in zip(before, gen.cache))
+    with pytest.raises(IndexError), torch.no_grad():
+        StaticStep(flex)(*args, *[torch.zeros_like(t) for t in gen.cache])

@@ -68,3 +68,26 @@ def test_generate_compiled_matches_eager(name, batch, cache):
     assert warned == []
     # A second generate() of the same lengths compiles nothing new.
     assert dynamo.stats["graphs"] == after_first["graphs"]
+
+
+@pytest.mark.parametrize("cache,most", [("dynamic", None), ("static", 2)])
+def test_compilations_do_not_grow_with_tokens(cache, most):
+    """Decode compiles at most twice per captured graph (the length first
+    seen, then one dynamic graph after Dynamo's automatic dynamic): 64 new
+    tokens compile exactly what 4 do; the static cache compiles 2 graphs."""
+    flex, _ = build_models(BY_NAME["llama"])
+    flex.forward = torch.compile(flex.forward, backend="torch_mlir_flex")
+    ids, mask = _prompt(1)
+    counts = []
+    for n in (4, 64):
+        torch._dynamo.reset()
+        before = dynamo.stats["graphs"]
+        kw = dict(max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        if cache == "static":
+            kw["cache_implementation"] = "static"
+        with torch.no_grad():
+            flex.generate(ids, attention_mask=mask, **kw)
+        counts.append(dynamo.stats["graphs"] - before)
+    assert counts[0] == counts[1], counts
+    if most is not None:
+        assert counts[1] <= most, counts

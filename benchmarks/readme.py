@@ -21,6 +21,15 @@ def replace_section(head: str, block: str, path: str = os.path.join(ROOT, "READM
     open(path, "w").write(text[:start] + head + "\n\n" + block.rstrip("\n") + "\n" + text[end:])
 
 
+def worst(values, largest=True):
+    """(value, where) of the largest (or smallest) of (value, where) pairs
+    whose value is not None; (None, "") when there is none."""
+    values = [v for v in values if v[0] is not None]
+    if not values:
+        return None, ""
+    return max(values) if largest else min(values)
+
+
 def passed(op: str, value: float, limit: float) -> bool:
     return value <= limit if op == "<=" else value < limit if op == "<" else value >= limit
 

@@ -2,6 +2,8 @@
 benchmarks/readme.py's format_targets). A row: {"config": name, "results":
 {impl: child result}} (child.py)."""
 
+from benchmarks.readme import worst
+
 TARGETS = (
     # (name, comparison, limit)
     ("decode ms/token, ours-api / inductor (tiny Llama)", "<=", 0.5),
@@ -11,13 +13,6 @@ TARGETS = (
     ("model.generate + torch.compile(backend=ours): ms/token / inductor's", "<=", 1.0),
     ("first token in a new process, empty cache: ours-api / inductor", "<=", 1.0),
 )
-
-
-def _worst(values, largest=True):
-    values = [v for v in values if v[0] is not None]
-    if not values:
-        return None, ""
-    return max(values) if largest else min(values)
 
 
 def _ok(r):
@@ -32,7 +27,7 @@ def evaluate(rows, bandwidth_gbs):
             res = row["results"]
             if row["config"].startswith(model) and _ok(res.get(impl)) and _ok(res.get("inductor")):
                 found.append((res[impl][key] / res["inductor"][key], row["config"]))
-        return _worst(found)
+        return worst(found)
 
     def share(row):
         r = row["results"].get("ours-api")
@@ -43,10 +38,10 @@ def evaluate(rows, bandwidth_gbs):
     found = [
         ratio("ours-api", "ms_per_token", "tiny"),
         ratio("ours-api", "ms_per_token", "qwen2"),
-        _worst([(share(row), row["config"]) for row in rows
+        worst([(share(row), row["config"]) for row in rows
                 if row["config"].startswith("qwen2") and " B=1 " in row["config"]
                 and _ok(row["results"].get("ours-api"))], largest=False),
-        _worst(eager_graphs),
+        worst(eager_graphs),
         ratio("ours", "ms_per_token", ""),
         ratio("ours-api", "first_s", ""),
     ]

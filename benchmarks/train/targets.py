@@ -1,6 +1,8 @@
 """The targets of issue #26 on the training benchmark's rows (pass/fail:
 benchmarks/readme.py's format_targets)."""
 
+from benchmarks.readme import worst
+
 TARGETS = (
     # (name, comparison, limit)
     ("causal fwd+bwd time / SDPA's (f32, S 1024-4096)", "<=", 1.0),
@@ -12,14 +14,6 @@ TARGETS = (
 )
 
 
-def _worst(values, largest=True):
-    """(value, where) of the largest (or smallest) of (value, where) pairs."""
-    values = [v for v in values if v[0] is not None]
-    if not values:
-        return None, ""
-    return max(values) if largest else min(values)
-
-
 def evaluate(rows, memory, peaks):
     """[(name, op, limit, measured or None, where)]."""
     def causal(dtype):
@@ -27,12 +21,12 @@ def evaluate(rows, memory, peaks):
                 if r["kind"] == "causal" and r["dtype"] == dtype and "sdpa" in r["time"]]
 
     found = [
-        _worst(causal("f32")),
-        _worst(causal("bf16")),
-        _worst([(r["time"]["ours"] / r["time"]["eager"], f"{r['case']} {r['dtype']}") for r in rows]),
-        _worst([(100 * r["flops"] / r["time"]["ours"] / 1e9 / peaks["f32"], r["case"]) for r in rows
+        worst(causal("f32")),
+        worst(causal("bf16")),
+        worst([(r["time"]["ours"] / r["time"]["eager"], f"{r['case']} {r['dtype']}") for r in rows]),
+        worst([(100 * r["flops"] / r["time"]["ours"] / 1e9 / peaks["f32"], r["case"]) for r in rows
                 if r["kind"] == "causal" and r["dtype"] == "f32"], largest=False),
-        _worst([(m["extra_mib"], f"causal {m['dtype']} S={m['S']} D={m['D']}") for m in memory]),
-        _worst([(r["compile_s"], f"{r['case']} {r['dtype']}") for r in rows]),
+        worst([(m["extra_mib"], f"causal {m['dtype']} S={m['S']} D={m['D']}") for m in memory]),
+        worst([(r["compile_s"], f"{r['case']} {r['dtype']}") for r in rows]),
     ]
     return [(name, op, limit, value, where) for (name, op, limit), (value, where) in zip(TARGETS, found)]

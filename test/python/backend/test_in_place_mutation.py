@@ -8,29 +8,12 @@ whole cache per call, and nothing else in it changes.
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
-from torch.nn.attention.flex_attention import flex_attention
+# A decode step over a static cache (buffers k, v [1, 2, 32, 16]) written
+# with index_copy_, attention causal in absolute positions.
+from test_dynamo_dynamic import Cache as StaticCache
 
 H, L, D = 2, 32, 16
 CACHE_TYPE = f"memref<1x{H}x{L}x{D}xf32>"
-
-
-class StaticCache(torch.nn.Module):
-    """A decode step over a static cache (buffers), written with index_copy_."""
-
-    def __init__(self):
-        super().__init__()
-        self.register_buffer("k", torch.zeros(1, H, L, D))
-        self.register_buffer("v", torch.zeros(1, H, L, D))
-
-    def forward(self, q, k, v, pos):
-        self.k.index_copy_(2, pos, k)
-        self.v.index_copy_(2, pos, v)
-        start = pos[0]
-
-        def causal(s, b, h, m, n):
-            return torch.where(n <= m + start, s, -float("inf"))
-
-        return flex_attention(q, self.k, self.v, score_mod=causal)
 
 
 def _step(n, seed):

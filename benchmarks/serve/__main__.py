@@ -9,7 +9,9 @@ included; ours with an empty compile cache), the warm time to the first
 token and the decode ms/token, and whether its tokens equal the uncompiled
 model's. The memory-bandwidth column divides the bytes a decode step reads
 (weights + KV cache) by the ms/token and compares with a STREAM-like copy
-measured in this process. Prints a markdown table and writes it to
+measured in the same run. Rows accumulate in
+benchmarks/results/serve.json (a configuration run again replaces its
+row: `--only NAME` runs one). Prints a markdown table and writes it to
 benchmarks/results/serve.md; `--readme` also replaces the README's
 "Serving benchmark" section.
 """
@@ -55,13 +57,13 @@ def _cell(r, key, fmt):
     return "error" if "error" in r else fmt.format(r[key])
 
 
-def markdown(rows, bandwidth):
-    out = [f"Copy bandwidth (read + write) measured in the same run: {bandwidth:.1f} GB/s.", "",
-           "| config | impl | first generate, cold (s) | TTFT warm (ms) | decode ms/token | "
+def markdown(rows):
+    """Each row with the copy bandwidth of its own run (`row["bandwidth"]`)."""
+    out = ["| config | impl | first generate, cold (s) | TTFT warm (ms) | decode ms/token | "
            "× inductor | % of bandwidth limit | tokens = reference |",
            "|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        res = row["results"]
+        res, bandwidth = row["results"], row["bandwidth"]
         ref = res.get("inductor", {})
         # The reference tokens: the uncompiled model's, else inductor's.
         want = next((r["tokens"] for k, r in res.items() if k in ("eager", "inductor") and "tokens" in r), None)
@@ -76,23 +78,52 @@ def markdown(rows, bandwidth):
                        f"{ratio} | {limit} | {same} |")
             if "error" in r:
                 out.append(f"| | | error: {r['error'][:150]} | | | | | |")
-    out += ["", "Reference tokens: the uncompiled model's (eager), else inductor's. eager is "
+    runs = sorted({f"{r['bandwidth']:.1f}" for r in rows})
+    out += ["", f"Copy bandwidth (read + write), measured in each configuration's run: {', '.join(runs)} GB/s. "
+            "Rows come from benchmarks/results/serve.json: a configuration run again (`--only`) "
+            "replaces its row.",
+            "", "Reference tokens: the uncompiled model's (eager), else inductor's. eager is "
             "transformers' flex path without torch.compile (transformers may still compile "
             "flex_attention itself with inductor: where that fails on this CPU the row says so)."]
     return "\n".join(out) + "\n"
 
 
+RESULTS = os.path.join(ROOT, "benchmarks", "results", "serve.json")
+
+
+def _merged(rows, bandwidth):
+    """`rows` over the rows of earlier runs (benchmarks/results/serve.json):
+    a configuration run now replaces its whole row (its ratios stay from one
+    run); the others are kept, in the order of configs.py."""
+    saved = {}
+    if os.path.exists(RESULTS):
+        with open(RESULTS) as f:
+            saved = {r["config"]: r for r in json.load(f)["rows"]}
+    saved.update({r["config"]: dict(r, bandwidth=bandwidth) for r in rows})
+    order = [c.name for c in DEFAULT + LONG]
+    merged = sorted(saved.values(), key=lambda r: order.index(r["config"]) if r["config"] in order else len(order))
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump({"rows": merged}, f)
+    return merged
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--all", action="store_true", help="add the Qwen2-0.5B-shaped configurations")
+    ap.add_argument("--only", default="", help="comma-separated configuration names (as in the table), "
+                                               "e.g. 'qwen2 L=24 f32 B=1 P=128'")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=3600)
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--readme", action="store_true")
     args = ap.parse_args()
     bandwidth = copy_bandwidth_gbs()
+    configs = DEFAULT + (LONG if args.all or args.only else [])
+    if args.only:
+        configs = [c for c in configs if c.name in args.only.split(",")]
     rows = []
-    for cfg in DEFAULT + (LONG if args.all else []):
+    for cfg in configs:
         row = {"config": cfg.name, "results": {}}
         with tempfile.TemporaryDirectory() as cache:
             for impl in args.impls.split(","):
@@ -101,9 +132,9 @@ def main():
                 print(json.dumps({"config": cfg.name, "impl": impl,
                                   **{k: v for k, v in r.items() if k != "tokens"}}), flush=True)
         rows.append(row)
-    table = markdown(rows, bandwidth) + "\n" + format_targets(evaluate(rows, bandwidth)) + "\n"
+    rows = _merged(rows, bandwidth)
+    table = markdown(rows) + "\n" + format_targets(evaluate(rows)) + "\n"
     print(table)
-    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "benchmarks", "results", "serve.md"), "w") as f:
         f.write(table)
     if args.readme:

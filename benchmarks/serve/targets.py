@@ -19,7 +19,7 @@ def _ok(r):
     return r is not None and "error" not in r
 
 
-def evaluate(rows, bandwidth_gbs):
+def evaluate(rows):
     """[(name, op, limit, measured or None, where)]."""
     def ratio(impl, key, model):
         found = []
@@ -31,7 +31,7 @@ def evaluate(rows, bandwidth_gbs):
 
     def share(row):
         r = row["results"].get("ours-api")
-        return 100 * r["bytes_per_token"] / (bandwidth_gbs * 1e6 * r["ms_per_token"])
+        return 100 * r["bytes_per_token"] / (row["bandwidth"] * 1e6 * r["ms_per_token"])
 
     eager_graphs = [(float(r["graphs"].get("eager", 0)), f"{row['config']} {impl}")
                     for row in rows for impl, r in row["results"].items() if _ok(r) and "graphs" in r]

@@ -1,10 +1,11 @@
 """Plain `torch_mlir_flex.compile` (no torch_mlir_flex.hf) of HF models built
-as transformers documents them, where the model allows it: a forward that
-takes input_ids only (no attention_mask, so no data-dependent mask check in
-transformers' flex mask builder). Logits match HF eager attention. MoE
-families need torch_mlir_flex.hf (it decomposes transformers'
-`grouped_mm_fallback` custom op; plain compile names that op). Also a
-forward that takes a BlockMask built outside the model as attention_mask."""
+as transformers documents them: a forward that takes input_ids only, one
+with a padded attention_mask (transformers' data-dependent mask check), an
+MoE model (`grouped_mm_fallback`): compile applies hf.compile's export
+fixes to a model that holds a transformers model, for that call only. Also
+`torch.compile(moe_model, backend=...)` with no graph in eager, and a
+forward that takes a BlockMask built outside the model as attention_mask.
+Logits match HF eager attention."""
 
 import pytest
 
@@ -77,3 +78,51 @@ def test_plain_compile_with_block_mask_argument():
         err = (fn(ids, packed) - model(ids, packed)).abs().max().item()
         assert err <= tol, f"max |ours - flex eager| = {err:.3g}"
         assert (model(ids, packed) - want).abs().max() > 1e-3  # the packed mask does change the logits
+
+
+class LogitsWithMask(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+@pytest.mark.parametrize("name", ["llama", "mixtral"])
+def test_plain_compile_gets_the_hf_export_fixes(name):
+    """A padded batch with attention_mask (transformers' data-dependent mask
+    check) and an MoE model (`grouped_mm_fallback`) through plain compile:
+    the fixes of hf.compile apply to the call, and are gone after it."""
+    from transformers import masking_utils
+
+    from .harness import kept_positions, make_inputs
+
+    family = BY_NAME[name]
+    flex, eager = build_models(family)
+    inputs = make_inputs(family, 2)
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    mask_builder = masking_utils.ALL_MASK_ATTENTION_FUNCTIONS["flex_attention"]
+    fn = torch_mlir_flex.compile(LogitsWithMask(flex), (ids, mask), backend="tiled", opt_level=OPT_LEVEL)
+    assert masking_utils.ALL_MASK_ATTENTION_FUNCTIONS["flex_attention"] is mask_builder
+    with torch.no_grad():
+        want = eager(input_ids=ids, attention_mask=mask).logits
+    keep = kept_positions(family, inputs)
+    err = (fn(ids, mask) - want)[keep].abs().max().item()
+    assert err <= TOLERANCE[family.dtype], f"{name}: max |ours - HF eager| = {err:.3g}"
+
+
+def test_torch_compile_of_an_moe_model_runs_no_graph_in_eager():
+    from torch_mlir_flex import dynamo
+
+    dynamo.register()
+    flex, eager = build_models(BY_NAME["mixtral"])
+    ids = torch.randint(3, 128, (1, 21), generator=torch.Generator().manual_seed(5))
+    torch._dynamo.reset()
+    before = dynamo.stats.get("eager", 0)
+    fn = torch.compile(flex, backend="torch_mlir_flex")
+    with torch.no_grad():
+        got = fn(input_ids=ids).logits
+        want = eager(input_ids=ids).logits
+    assert dynamo.stats.get("eager", 0) == before
+    assert (got - want).abs().max().item() <= TOLERANCE[BY_NAME["mixtral"].dtype]

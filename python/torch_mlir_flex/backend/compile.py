@@ -335,6 +335,9 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
     (mutations.py).
     `exported_check(ep)`, when given, sees the ExportedProgram before any
     lowering and may raise FlexCompileError to refuse it.
+    A model that holds a transformers model is exported with the fixes of
+    `torch_mlir_flex.hf.compile` (hf/patches.py: the data-dependent mask
+    check, MoE `grouped_mm_fallback`), restored after the call.
     `train=True`: a callable that supports autograd (`loss.backward()`), the
     model through `torch.compile(model, backend="torch_mlir_flex")`, whose
     forward and backward graphs (flex_attention's backward included) are
@@ -354,7 +357,10 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
         return torch.compile(model, backend=dynamo.NAME, options={"backend": backend})
     if isinstance(example_args, torch.Tensor):
         example_args = (example_args,)
-    with _older_objects_frozen():
+    from ..hf.patches import patches_for
+
+    # A transformers model gets hf.compile's export fixes, for this call only.
+    with _older_objects_frozen(), patches_for(model):
         return _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
                         weights_as_arguments, exported_check)
 

@@ -1,6 +1,9 @@
 """Export-time replacements inside transformers, active only within
 `export_patches()` and restored afterwards (the user's model and
-transformers' global state are left as they were).
+transformers' global state are left as they were). `patches_for(model)`
+applies them to any compile of a model that holds a transformers model
+(plain `torch_mlir_flex.compile`, the torch.compile backend), scoped to
+that compile.
 
 1. Attention function "flex_attention" -> `attention.flex_attention_forward`
    (direct flex_attention call; attention sinks through lse on CPU).
@@ -80,4 +83,29 @@ def export_patches(caller_gave_position_ids: bool):
         if not caller_gave_position_ids:
             stack.enter_context(_set_attr(masking_utils, "find_packed_sequence_indices", _no_packed_sequences))
         stack.enter_context(grouped_mm_decomposition())
+        yield
+
+
+@contextlib.contextmanager
+def patches_for(model):
+    """The replacements a compile of `model` needs: all of them
+    (`export_patches`, transformers' own packed-sequence detection kept)
+    when `model` is or holds a transformers PreTrainedModel; the MoE
+    decomposition alone for other modules (a graph Dynamo captured from a
+    transformers model calls ``transformers::grouped_mm_fallback``) when
+    transformers is loaded; nothing otherwise. transformers is never
+    imported here."""
+    import sys
+
+    import torch
+
+    from .moe import grouped_mm_decomposition
+
+    if "transformers" not in sys.modules:
+        yield
+        return
+    from transformers import PreTrainedModel
+
+    holds_hf = isinstance(model, torch.nn.Module) and any(isinstance(m, PreTrainedModel) for m in model.modules())
+    with export_patches(caller_gave_position_ids=True) if holds_hf else grouped_mm_decomposition():
         yield

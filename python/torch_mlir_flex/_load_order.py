@@ -35,3 +35,21 @@ LOAD_ORDER_MESSAGE = (
     "would call wrong runtime functions. Import torch_mlir_flex before "
     "torch_mlir (or any module that imports it) in this process."
 )
+
+
+def load_torch_mlir_before_jit():
+    """Imports torch-mlir (when installed) before the first JIT compilation.
+
+    Importing torch-mlir's libraries after one of our JIT compilations
+    aborted the process ("CommandLine Error: Option 'print-inst-addrs'
+    registered more than once", an LLVM fatal error) -- e.g.
+    `compile_mlir(...)` then `torch_mlir_flex.compile(model, ...)`, whose
+    importer loads torch-mlir. Loaded before the JIT (after our LLVM, as
+    above), both work in either order of later calls. Idempotent; costs
+    nothing once torch-mlir is loaded."""
+    if "torch_mlir._mlir_libs._mlir" in sys.modules:
+        return
+    try:
+        import torch_mlir.ir  # noqa: F401
+    except ImportError:  # the JIT alone needs no torch-mlir
+        pass

@@ -54,15 +54,33 @@ def capture(level=logging.INFO):
         def emit(self, record):
             messages.append(record.getMessage())
 
-    handler, old_level = Collect(level), logger.level
+    class Forward(logging.Handler):
+        """What propagated before the capture lowered the level, still does."""
+
+        def emit(self, record):
+            if logger.parent is not None:
+                logger.parent.handle(record)
+
+    handler, old_level, old_propagate = Collect(level), logger.level, logger.propagate
+    effective = logger.getEffectiveLevel()
     logger.addHandler(handler)
-    if logger.getEffectiveLevel() > level:
+    forward = None
+    if effective > level:
+        # Records below the old level are for the capture only: they must
+        # not reach the root logger's handlers (a tool's output).
         logger.setLevel(level)
+        if old_propagate:
+            logger.propagate = False
+            forward = Forward(effective)
+            logger.addHandler(forward)
     try:
         yield messages
     finally:
         logger.removeHandler(handler)
+        if forward is not None:
+            logger.removeHandler(forward)
         logger.setLevel(old_level)
+        logger.propagate = old_propagate
 
 
 def timed(stage: str, dump: str = "", before=None):

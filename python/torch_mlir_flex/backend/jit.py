@@ -53,6 +53,7 @@ class JitFunction:
                  shared_libs=(), arg_names=None, shape_checks=None, in_place=None):
         if not _load_order.LOADED_FIRST:
             raise FlexBackendError(_load_order.LOAD_ORDER_MESSAGE)
+        _load_order.load_torch_mlir_before_jit()
         from .pipelines import get_pipeline
 
         self.func_name = func_name

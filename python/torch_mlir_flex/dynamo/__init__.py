@@ -28,6 +28,7 @@ from typing import Callable, List, Optional
 from .. import _load_order  # noqa: F401  (our LLVM first)
 from ..log import get_logger
 from . import device_check
+from .graph_inputs import _node_value
 
 NAME = "torch_mlir_flex"
 
@@ -177,12 +178,6 @@ def _has_tensor_ops(gm) -> bool:
 
     return any(n.op in ("call_function", "call_method", "call_module")
                and isinstance(_node_value(n), torch.Tensor) for n in gm.graph.nodes)
-
-
-def _node_value(node):
-    from .graph_inputs import _node_value as value
-
-    return value(node)
 
 
 def _num_ops(gm) -> int:

@@ -380,3 +380,28 @@ def test_compile_freezes_older_objects_only_while_it_runs(monkeypatch):
         assert gc.get_freeze_count() > frozen // 2  # (freed ones leave the count)
     finally:
         gc.unfreeze()
+
+
+JIT_THEN_IMPORT = '''
+import torch_mlir_flex, torch
+from torch_mlir_flex.backend import compile_mlir
+fn = compile_mlir("""func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}""", backend="reference")
+# The first use of torch-mlir (the importer) after a JIT compilation.
+out = torch_mlir_flex.compile(lambda x: torch.exp(x), (torch.zeros(4),), backend="reference")(torch.zeros(4))
+print("OK", out.tolist())
+'''
+
+
+def test_importer_after_a_jit_compilation_does_not_abort():
+    """A JIT compilation, then the first import of torch-mlir (in a new
+    process): LLVM aborted the process there ('print-inst-addrs'
+    registered more than once) until the JIT loaded torch-mlir first."""
+    env = dict(os.environ)
+    py = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+    env["PYTHONPATH"] = py + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", JIT_THEN_IMPORT], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "OK [1.0, 1.0, 1.0, 1.0]" in r.stdout

@@ -11,11 +11,11 @@ import torch
 import torch.multiprocessing as mp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # test_training_loop, here and in the spawned workers
 WORLD = 2
 
 
 def _model_and_data():
-    sys.path.insert(0, HERE)
     from test_training_loop import SEQ, VOCAB, TinyLM
 
     torch.manual_seed(0)
@@ -71,7 +71,6 @@ def test_ddp_gradients_equal_one_process(tmp_path):
     dynamo.register()
     torch._dynamo.reset()
     model, ids, targets = _model_and_data()
-    sys.path.insert(0, HERE)
     loss = torch.compile(model, backend=dynamo.NAME)(ids, targets, _block_mask())
     loss.backward()
     for r in range(WORLD):

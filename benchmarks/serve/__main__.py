@@ -2,7 +2,8 @@
 [--readme]`.
 
 For each configuration (configs.py), one process per implementation
-(child.py: HF's flex path uncompiled, inductor, ours through
+(child.py: HF's flex path uncompiled, inductor with a DynamicCache and
+with a static cache, ours through
 `torch.compile(backend="torch_mlir_flex")` with a DynamicCache and with a
 static cache, ours through `torch_mlir_flex.hf.generator`) reports the first generate() of a new process (compile
 included; ours with an empty compile cache), the warm time to the first
@@ -33,7 +34,7 @@ README_INTRO = ("`python -m benchmarks.serve` (`--all` adds the Qwen2-0.5B shape
                 "decode ms/token of warm calls (median time between successive tokens), each "
                 "implementation in its own process on this 2-core host.\n\n")
 
-IMPLS = ("eager", "inductor", "ours", "ours-static", "ours-api")
+IMPLS = ("eager", "inductor", "inductor-static", "ours", "ours-static", "ours-api")
 
 
 def copy_bandwidth_gbs(mib=256, reps=5) -> float:

@@ -4,6 +4,7 @@
 Implementations (greedy):
 - eager: `model.generate`, transformers' flex path uncompiled;
 - inductor: `model.forward = torch.compile(model.forward)` (DynamicCache);
+- inductor-static: inductor with `cache_implementation="static"`;
 - ours: the same with `backend="torch_mlir_flex"` (DynamicCache);
 - ours-static: ours with `cache_implementation="static"`;
 - ours-api: `torch_mlir_flex.hf.generator(model, ...).generate(...)`
@@ -71,8 +72,8 @@ def main(spec):
     cfg = ServeConfig(**spec["config"])
     impl = spec["impl"]
     model, ids, mask = build(cfg)
-    static = impl == "ours-static"
-    if impl == "inductor":
+    static = impl.endswith("-static")
+    if impl.startswith("inductor"):
         model.forward = torch.compile(model.forward)
     elif impl == "ours-api":
         model = _ApiModel(model, cfg)

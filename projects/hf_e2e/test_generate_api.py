@@ -92,6 +92,14 @@ def test_sampling_follows_model_generate():
     assert torch.equal(got, want)
 
 
+def test_the_models_mode_is_left_as_it_was():
+    flex, _ = build_models(BY_NAME["llama"])
+    flex.train()
+    gen = flex_hf.generator(flex, max_cache_len=32, batch_size=1)
+    gen.generate(torch.ones(1, 4, dtype=torch.long), max_new_tokens=2)
+    assert flex.training and all(m.training for m in flex.modules())
+
+
 def test_bad_requests_raise_clear_errors():
     flex, _ = build_models(BY_NAME["llama"])
     gen = flex_hf.generator(flex, max_cache_len=16, batch_size=1)

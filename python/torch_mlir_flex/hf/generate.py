@@ -56,7 +56,7 @@ class CompiledGenerator:
         dtype = next(model.parameters()).dtype
         self.cache = [torch.zeros(s, dtype=dtype) for pair in cache_shapes(model, batch_size, max_cache_len)
                       for s in pair]
-        self._step = StaticStep(model).eval()
+        self._step = StaticStep(model)  # eval mode only while compiling (_compile)
         self._prefill = {}  # padded prompt length -> CompiledModule
         self._decode = None
 
@@ -70,7 +70,7 @@ class CompiledGenerator:
         pos = torch.arange(length).expand(B, length).contiguous()
         slots = torch.arange(length)
         was_training = self.model.training
-        self.model.eval()
+        self._step.eval()  # the model too
         try:
             with torch.no_grad(), export_patches(caller_gave_position_ids=True):
                 return flex_compile(self._step, (ids, mask, pos, slots, *self.cache), backend=self.backend,

@@ -165,10 +165,12 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     # flex.attention_backward: the flash-style (FA2) tiled backward
     # (Backward/FlexBackwardToFlash.cpp); ops it leaves (dynamic head dims,
     # capture gradients of dynamic size or whose per-tile partials would pass
-    # 64 MiB) keep flex-to-loops' scalar reference.
+    # 64 MiB) keep flex-to-loops' scalar reference. `bf16_dot`: its five
+    # contractions on the same AVX512-BF16 dot kernel for bf16 inputs.
     flash += (f",func.func(flex-backward-to-flash{{tile-m={tile_m} tile-n={tile_n} "
               f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
-              f"{f' serial-below-us={serial_below_us}' if openmp else ''}}})")
+              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
+              f"{' bf16-dot=1' if bf16_dot else ''}}})")
     choice = "{runtime-choice=1}" if small_ops_when_awake else ""
     forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"

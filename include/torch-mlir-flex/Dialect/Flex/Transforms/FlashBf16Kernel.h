@@ -27,8 +27,11 @@ Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt);
 
 /// V [B, H, N, Ev] (bf16, N even) -> V in pairs of N, [B, H, N/2, 2 Ev]:
 ///   out[b, h, n2, 2 ev + j] = V[b, h, 2 n2 + j, ev]
-/// (rows interleaved by vector.interleave, per (b, h) in an scf.forall).
-Value packValuePairs(OpBuilder &b, Location loc, Value v);
+/// (rows interleaved by vector.interleave, per (b, h) in an scf.forall, or
+/// without `parallel` in nested scf.for loops: the backward packs its
+/// tile's Q and dO rows this way inside the tile's forall).
+Value packValuePairs(OpBuilder &b, Location loc, Value v,
+                     bool parallel = true);
 
 /// The K^T tile of key rows [n0, n0 + Nt) at (bi, hi) of packKeyPairs'
 /// result: [E/2, 2 Nt].
@@ -47,6 +50,14 @@ Value sliceValuePairs(OpBuilder &b, Location loc, Value packed, Value bi,
 /// (nearest even, as torch rounds P before P.V for bf16 inputs). Sums are
 /// f32. Needs canUseBf16Dot(t.reduction, t.width) and a CPU with
 /// AVX512-BF16 (lowered by convert-vector-to-llvm{enable-x86vector}).
+/// init as in buildBroadcastFmaKernel: dest * rowScale, dest
+/// (`accumulate`) or 0; `outScale` multiplies the sums. With
+/// `lhsTransposed` lhs is [reduction, rows] (the backward's P and dS for
+/// P^T.dO, dS^T.Q): rounded and packed in pairs of reduction rows first
+/// (packValuePairs' layout, [reduction / 2, 2 rows]), so that a step
+/// broadcasts one word as with a row-major lhs. `t.lhsScratch` receives
+/// the rounded / packed lhs (else a fresh tensor); `t.chunk` is not used
+/// (the chunks are kMaxDotChunk columns).
 Value buildBf16DotKernel(OpBuilder &b, Location loc,
                          const BroadcastFmaTiles &t);
 

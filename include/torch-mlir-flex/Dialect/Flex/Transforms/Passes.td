@@ -241,6 +241,15 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
 
     With `vectorize` the five contractions are the forward's broadcast-FMA
     micro-kernels (bf16 inputs are extended to f32 as they are read).
+    With `bf16-dot` and bf16 query, key, value and grad_out, when all five
+    pair up (E, Ev, Mt, Nt even; E, Ev, Nt multiples of 4), they run on
+    flex-to-flash's AVX512-BF16 dot kernel instead (`x86vector.avx512.dot`,
+    needs convert-vector-to-llvm{enable-x86vector} and a CPU with
+    avx512_bf16): Kᵀ and Vᵀ packed as bf16 pairs per key block
+    (`[Bkv, Hkv, Np/Nt · E/2, 2 Nt]`), K rows as pairs of keys
+    (`[Bkv, Hkv, Np/2, 2 E]`), each tile's Q and dO as pairs of query rows;
+    P and dS are rounded to bf16 before their products (Pᵀ and dSᵀ packed
+    in pairs of query rows), as torch's flex backward does; sums stay f32.
     Ops it cannot handle (memref operands, dynamic E/Ev, dynamic head
     counts without kv_group_size, capture gradients over the partial-buffer
     bound or of dynamic shape) are left for flex-to-loops after
@@ -259,6 +268,9 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
            "exp as inline polynomial (vectorizable) instead of math.exp">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Contractions as vector micro-kernels instead of linalg.generic">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 inputs: the five contractions on AVX512-BF16 dot products "
+           "(x86vector.avx512.dot); only for CPUs with avx512_bf16">,
     Option<"serialBelowUs", "serial-below-us", "int64_t", /*default=*/"0",
            "Mark the scf.forall loops of an op with static shapes whose "
            "estimated one-thread time is below this many microseconds "
@@ -270,7 +282,8 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def FlexDecomposeAttentionBackwardTile
@@ -291,7 +304,10 @@ def FlexDecomposeAttentionBackwardTile
     Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
            "Keys per block (0: 64, or N when smaller)">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
-           "Contractions as vector micro-kernels instead of linalg.generic">
+           "Contractions as vector micro-kernels instead of linalg.generic">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 inputs: the contractions on AVX512-BF16 dot products "
+           "(as flex-backward-to-flash's bf16-dot)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
@@ -299,7 +315,8 @@ def FlexDecomposeAttentionBackwardTile
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {

@@ -12,7 +12,8 @@
 //   dQ_i += dS.K                        (buildRowProductTile: as P.V)
 //   capture partials[idx] += value      (buildCaptureScatterAdds: a loop
 //                                       over the tile's points)
-// Without `vectorize`, linalg.generic contractions.
+// Without `vectorize`, linalg.generic contractions; with bf16-dot the
+// contractions of FlashBackwardBf16Dot.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBackwardLowering.h"
@@ -328,6 +329,19 @@ SmallVector<Value> mlir::flex::buildBackwardBlock(
     OpBuilder &b, Location loc, AttentionBackwardOp op,
     const BackwardBlock &blk, Value dq, Value dk, Value dv,
     ValueRange partials, const FlashConfig &cfg) {
+  if (blk.bf16Dot) {
+    auto [s, dp] = buildBf16ScoreProducts(b, loc, op, blk);
+    BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);
+    dv = buildBf16TransposedProductTile(b, loc, sc.p, blk.doutPairs, dv,
+                                        blk.pPairsScratch);
+    dk = buildBf16TransposedProductTile(b, loc, sc.ds, blk.qPairs, dk,
+                                        blk.dsPairsScratch);
+    dq = buildBf16RowProductTile(b, loc, sc.ds, blk.keyRows, dq,
+                                 blk.dsBf16Scratch);
+    SmallVector<Value> r = {dq, dk, dv};
+    llvm::append_range(r, buildCaptureScatterAdds(b, loc, sc, partials));
+    return r;
+  }
   auto [s, dp] = buildBackwardScoreProducts(b, loc, op, blk, cfg);
   BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);
   dv = buildTransposedProductTile(b, loc, sc.p, blk.dout, dv, cfg);

@@ -25,9 +25,14 @@
 // The tile owns grad_key / grad_value of its kv head and grad_query of its
 // G query heads: tiles never write the same element.
 //
+// With the bf16 dot kernels (cfg.pairedKey) the tile also packs its padded
+// Q and dO in pairs of query rows ([Bt, G, Mp/2, 2 E|Ev], loops inside the
+// tile) and reads the pair-packed key blocks of the layout.
+//
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBackwardLowering.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -138,6 +143,10 @@ struct BackwardTile {
   Value q, dout, lse, delta;              // [Bt, G, Mp, *]
   Value keysT, valuesT, keyRows, kb0, kh; // layout and the tile's place
   Value sS, sDp, sP, sDs, sDk, sDv;       // scratch
+  // bf16 dot kernels: Q, dO in pairs of rows [Bt, G, Mp/2, 2 *]; bf16
+  // scratch for P^T, dS^T pairs and dS.
+  bool dot = false;
+  Value qPairs, doutPairs, sPPairs, sDsPairs, sDsBf16;
   // Capture gradients: contribution tiles (scratch) and static shapes.
   SmallVector<Value> contribValues, contribIndices;
   SmallVector<SmallVector<int64_t>> captureShapes;
@@ -264,6 +273,16 @@ static SmallVector<Value> buildPairStep(OpBuilder &b, Location loc,
     if (cls.full && t.op.hasMaskMod())
       blk.maskWhen = arith::XOrIOp::create(
           b, loc, cls.full, arith::ConstantIntOp::create(b, loc, 1, 1));
+    if (t.dot) {
+      blk.bf16Dot = true;
+      blk.qPairs =
+          sliceValuePairs(b, loc, t.qPairs, bl, g, m0, t.mt, t.e);
+      blk.doutPairs =
+          sliceValuePairs(b, loc, t.doutPairs, bl, g, m0, t.mt, t.ev);
+      blk.pPairsScratch = t.sPPairs;
+      blk.dsPairsScratch = t.sDsPairs;
+      blk.dsBf16Scratch = t.sDsBf16;
+    }
     blk.sScratch = t.sS;
     blk.dpScratch = t.sDp;
     blk.pScratch = t.sP;
@@ -408,6 +427,15 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
     t.kb0 = zero;
     t.kh = zero;
   }
+  t.dot = cfg.pairedKey && cfg.pairedValue;
+  if (layout->paired != t.dot)
+    return tile.emitOpError("the key/value layout is ")
+           << (layout->paired ? "" : "not ")
+           << "packed in bf16 pairs but the tile's kernels need it "
+           << (t.dot ? "" : "not ") << "packed";
+  if (t.dot && (t.mt % 2 || t.nt % 2))
+    return tile.emitOpError("bf16 dot kernels need even tile sizes, got ")
+           << t.mt << " x " << t.nt;
   t.keysT = layout->keysT;
   t.valuesT = layout->valuesT;
   t.keyRows = layout->keyRows;
@@ -436,6 +464,17 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
   SmallVector<Value> acc = scratches(b, loc, tile, {{t.nt, t.e}, {t.nt, t.ev}});
   t.sDk = acc[0];
   t.sDv = acc[1];
+  if (t.dot) {
+    SmallVector<Value> bf = scratches(
+        b, loc, tile,
+        {{t.mt / 2, 2 * t.nt}, {t.mt / 2, 2 * t.nt}, {t.mt, t.nt}},
+        b.getBF16Type());
+    t.sPPairs = bf[0];
+    t.sDsPairs = bf[1];
+    t.sDsBf16 = bf[2];
+    t.qPairs = packValuePairs(b, loc, t.q, /*parallel=*/false);
+    t.doutPairs = packValuePairs(b, loc, t.dout, /*parallel=*/false);
+  }
 
   // dQ accumulator: f32, padded rows; the init itself when that is both.
   Value dqAcc = tile.getGradQuery();
@@ -510,12 +549,21 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
                   jb, l2,
                   arith::AddIOp::create(jb, l2, n0, cIdx(jb, l2, t.nt - 1)),
                   lastKey);
-              Value keyT =
-                  layoutTile(jb, l2, t.keysT, kbG, t.kh, j, t.e, t.nt);
-              Value valueT =
-                  layoutTile(jb, l2, t.valuesT, kbG, t.kh, j, t.ev, t.nt);
-              Value keyRows =
-                  layoutTile(jb, l2, t.keyRows, kbG, t.kh, n0, t.nt, t.e);
+              Value keyT, valueT, keyRows;
+              if (t.dot) {
+                keyT = sliceKeyPairs(jb, l2, t.keysT, kbG, t.kh, n0, t.e,
+                                     t.nt);
+                valueT = sliceKeyPairs(jb, l2, t.valuesT, kbG, t.kh, n0, t.ev,
+                                       t.nt);
+                keyRows = sliceValuePairs(jb, l2, t.keyRows, kbG, t.kh, n0,
+                                          t.nt, t.e);
+              } else {
+                keyT = layoutTile(jb, l2, t.keysT, kbG, t.kh, j, t.e, t.nt);
+                valueT =
+                    layoutTile(jb, l2, t.valuesT, kbG, t.kh, j, t.ev, t.nt);
+                keyRows =
+                    layoutTile(jb, l2, t.keyRows, kbG, t.kh, n0, t.nt, t.e);
+              }
               Value f0 = arith::ConstantOp::create(jb, l2,
                                                    jb.getF32FloatAttr(0));
               Value dk0 = linalg::FillOp::create(jb, l2, ValueRange{f0},

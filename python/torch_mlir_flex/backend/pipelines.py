@@ -107,7 +107,13 @@ PIPELINES = {
 # (OMP_NUM_THREADS, else all cores). `bf16_dot`: bf16 inputs on AVX512-BF16
 # dot products (x86vector, lowered by convert-vector-to-llvm's
 # enable-x86vector); None: when the host has them (cpu_features.py,
-# TORCH_MLIR_FLEX_BF16_DOT=0 turns it off).
+# TORCH_MLIR_FLEX_BF16_DOT=0 turns it off). `bf16_dot_backward` (with
+# `bf16_dot`): the backward's five contractions on the same kernel
+# (flex-backward-to-flash's bf16-dot). Off by default: on this project's
+# host vdpbf16ps issues one per 2 cycles (measured 1.85 G/s against 7.4 G/s
+# for vfmadd231ps), half the FMA's f32 FLOP rate, so the dot backward ran
+# 5-20% slower than the widening FMA one (causal bf16 S=1024-4096,
+# D=64/128, H=8, fwd+bwd; docs/tiled-lowering.md).
 # `serial_below_us` (with `openmp`): see SERIAL_BELOW_US; 0 keeps every op
 # on the threads.
 # `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
@@ -138,7 +144,8 @@ SERIAL_BELOW_US = 250
 
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
-                   num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1,
+                   num_threads: int = 0, bf16_dot=None, bf16_dot_backward: bool = False,
+                   split_keys_tasks: int = -1,
                    serial_below_us: int = SERIAL_BELOW_US,
                    small_ops_when_awake=None, spread_workers=None, blas=None) -> str:
     if bf16_dot is None:
@@ -165,12 +172,12 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     # flex.attention_backward: the flash-style (FA2) tiled backward
     # (Backward/FlexBackwardToFlash.cpp); ops it leaves (dynamic head dims,
     # capture gradients of dynamic size or whose per-tile partials would pass
-    # 64 MiB) keep flex-to-loops' scalar reference. `bf16_dot`: its five
-    # contractions on the same AVX512-BF16 dot kernel for bf16 inputs.
+    # 64 MiB) keep flex-to-loops' scalar reference. `bf16_dot_backward`: its
+    # five contractions on the AVX512-BF16 dot kernel for bf16 inputs.
     flash += (f",func.func(flex-backward-to-flash{{tile-m={tile_m} tile-n={tile_n} "
               f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
               f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
-              f"{' bf16-dot=1' if bf16_dot else ''}}})")
+              f"{' bf16-dot=1' if bf16_dot and bf16_dot_backward else ''}}})")
     choice = "{runtime-choice=1}" if small_ops_when_awake else ""
     forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"

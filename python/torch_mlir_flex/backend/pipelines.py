@@ -5,9 +5,11 @@ the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
 """
 
 try:
-    from .cpu_features import bf16_dot_default, host_has_avx512_bf16, spread_workers_default
+    from .cpu_features import (amx_default, bf16_dot_default, host_has_amx_bf16,
+                               host_has_avx512_bf16, spread_workers_default)
 except ImportError:  # loaded as a plain module (test/robustness/fuzz.py)
-    from cpu_features import bf16_dot_default, host_has_avx512_bf16, spread_workers_default
+    from cpu_features import (amx_default, bf16_dot_default, host_has_amx_bf16,
+                              host_has_avx512_bf16, spread_workers_default)
 
 # Calling convention (docs/runtime.md, calling.py): the entry function's
 # results are out-params filled by bufferization.materialize_in_destination;
@@ -114,6 +116,11 @@ PIPELINES = {
 # for vfmadd231ps), half the FMA's f32 FLOP rate, so the dot backward ran
 # 5-20% slower than the widening FMA one (causal bf16 S=1024-4096,
 # D=64/128, H=8, fwd+bwd; docs/tiled-lowering.md).
+# `amx`: the backward's five contractions for bf16 inputs on AMX tiles
+# (flex-backward-to-flash's amx marks them, flex-amx-contractions lowers
+# them after bufferization, convert-vector-to-llvm's enable-amx); None: when
+# the host has amx_bf16 and Linux grants the tile permission
+# (cpu_features.py; TORCH_MLIR_FLEX_AMX=0 turns it off).
 # `serial_below_us` (with `openmp`): see SERIAL_BELOW_US; 0 keeps every op
 # on the threads.
 # `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
@@ -145,7 +152,7 @@ SERIAL_BELOW_US = 250
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
                    num_threads: int = 0, bf16_dot=None, bf16_dot_backward: bool = False,
-                   split_keys_tasks: int = -1,
+                   amx=None, split_keys_tasks: int = -1,
                    serial_below_us: int = SERIAL_BELOW_US,
                    small_ops_when_awake=None, spread_workers=None, blas=None) -> str:
     if bf16_dot is None:
@@ -154,6 +161,11 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
         # The JIT compiles for this CPU: the instructions would be illegal.
         raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
     bf16_dot = bool(bf16_dot) and vectorize
+    if amx is None:
+        amx = amx_default()
+    elif amx and not host_has_amx_bf16():
+        raise ValueError("amx=True needs a CPU with amx_bf16 (and Linux's AMX permission)")
+    amx = bool(amx) and vectorize
     import os
 
     if split_keys_tasks < 0:
@@ -177,7 +189,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     flash += (f",func.func(flex-backward-to-flash{{tile-m={tile_m} tile-n={tile_n} "
               f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
               f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
-              f"{' bf16-dot=1' if bf16_dot and bf16_dot_backward else ''}}})")
+              f"{' bf16-dot=1' if bf16_dot and bf16_dot_backward else ''}"
+              f"{' amx=1' if amx else ''}}})")
     choice = "{runtime-choice=1}" if small_ops_when_awake else ""
     forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"
@@ -187,8 +200,9 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
               if openmp else "func.func(scf-forall-to-for)")
     # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers
     # become plain (unaligned) vector loads/stores.
-    vector_to_llvm = ("convert-vector-to-llvm{enable-x86vector=1}" if bf16_dot
-                      else "convert-vector-to-llvm")
+    vector_opts = (["enable-x86vector=1"] if bf16_dot else []) + (["enable-amx=1"] if amx else [])
+    vector_to_llvm = "convert-vector-to-llvm" + (
+        "{" + " ".join(vector_opts) + "}" if vector_opts else "")
     to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "").replace(
         "convert-math-to-llvm,", vector_to_llvm + ",convert-math-to-llvm,")
     if openmp:
@@ -205,6 +219,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
             "canonicalize",
             "cse",
             BUFFERIZE,
+            # The backward's marked contractions -> AMX tiles (memrefs).
+            *(["func.func(flex-amx-contractions)"] if amx else []),
             "func.func(flex-to-loops)",
             DEALLOCATE,
             *(["flex-matmul-to-blas"] if blas else []),

@@ -204,9 +204,8 @@ Value readBf16Row(OpBuilder &b, Location loc, Value t, Value i, int64_t n) {
   return arith::TruncFOp::create(b, loc, vt, readF32Row(b, loc, t, i, c0, n));
 }
 
-/// src [2 K, W] -> dest [K, 2 W] bf16, rows 2k and 2k + 1 interleaved:
-///   dest[k, 2 w + j] = bf16(src[2 k + j, w])
-/// (packValuePairs per head; the lhs pairs of a transposed lhs).
+} // namespace
+
 Value packRowPairs(OpBuilder &b, Location loc, Value src, Value dest) {
   int64_t w = cast<RankedTensorType>(src.getType()).getDimSize(1);
   Value c0 = cIndex(b, loc, 0);
@@ -222,6 +221,21 @@ Value packRowPairs(OpBuilder &b, Location loc, Value src, Value dest) {
       });
   return rows.getResult(0);
 }
+
+Value roundRowsToBf16(OpBuilder &b, Location loc, Value src, Value dest) {
+  auto ty = cast<RankedTensorType>(src.getType());
+  int64_t rows = ty.getDimSize(0), cols = ty.getDimSize(1);
+  Value c0 = cIndex(b, loc, 0);
+  auto loop = scf::ForOp::create(
+      b, loc, c0, cIndex(b, loc, rows), cIndex(b, loc, 1), ValueRange{dest},
+      [&](OpBuilder &nb, Location l, Value m, ValueRange it) {
+        Value h = readBf16Row(nb, l, src, m, cols);
+        scf::YieldOp::create(nb, l, writeVec(nb, l, h, it[0], {m, c0}));
+      });
+  return loop.getResult(0);
+}
+
+namespace {
 
 /// lhs as the kernel reads it, bf16: [rows, reduction] (an f32 tile
 /// rounded row by row), or with `lhsTransposed` [reduction / 2, 2 rows]
@@ -240,14 +254,7 @@ Value lhsAsBf16(OpBuilder &b, Location loc, const BroadcastFmaTiles &t) {
                    : tensor::EmptyOp::create(b, loc, shape, bf16).getResult();
   if (t.lhsTransposed)
     return packRowPairs(b, loc, t.lhs, init);
-  Value c0 = cIndex(b, loc, 0);
-  auto loop = scf::ForOp::create(
-      b, loc, c0, cIndex(b, loc, t.rows), cIndex(b, loc, 1), ValueRange{init},
-      [&](OpBuilder &nb, Location l, Value m, ValueRange it) {
-        Value h = readBf16Row(nb, l, t.lhs, m, t.reduction);
-        scf::YieldOp::create(nb, l, writeVec(nb, l, h, it[0], {m, c0}));
-      });
-  return loop.getResult(0);
+  return roundRowsToBf16(b, loc, t.lhs, init);
 }
 
 /// The lhs pair (lhs[row, 2 k2], lhs[row, 2 k2 + 1]) (bf16; at [k2, 2 row]

@@ -22,7 +22,10 @@
 // and the five contractions run on the vdpbf16ps kernel
 // (buildBf16ScoreProducts, buildBf16TransposedProductTile,
 // buildBf16RowProductTile in Backward/FlashBackwardBf16Dot.cpp) with P and
-// dS rounded to bf16.
+// dS rounded to bf16. With amx (cfg.amx, the same layouts): the products
+// are linalg.generic ops marked flex.amx (Backward/FlashBackwardAmx.cpp),
+// AMX tile loops after bufferization (flex-amx-contractions), dK_j and
+// dV_j kept transposed.
 //
 // With capture gradients (lowerBackwardWithCapturePartials): each tile
 // scatter-adds the joint's contributions of its live pairs into its own
@@ -77,6 +80,9 @@ FlashConfig chooseFlashBackwardConfig(AttentionBackwardOp op,
 /// multiples of 4) with bf16 query, key, value and grad_out?
 bool backwardCanUseBf16Dot(AttentionBackwardOp op, int64_t tileM,
                            int64_t tileN);
+/// ... and on AMX tiles (flex-amx-contractions: M, N multiples of 16, K of
+/// 32): bf16 as above, E, Ev, Mt, Nt multiples of 32.
+bool backwardCanUseAmx(AttentionBackwardOp op, int64_t tileM, int64_t tileN);
 
 /// Rough one-thread run time in microseconds (2.5x the forward's
 /// contractions at 150 GFLOP/s); nullopt for dynamic shapes.
@@ -163,6 +169,13 @@ struct BackwardBlock {
   bool bf16Dot = false;
   Value qPairs, doutPairs;
   Value pPairsScratch, dsPairsScratch, dsBf16Scratch;
+  /// AMX (with the pair-packed key tiles and bf16 scratches above): the
+  /// contractions are marked linalg.generic ops; S comes unscaled
+  /// (`scaleScores`: the score tile multiplies); dK_j, dV_j are kept
+  /// transposed ([E|Ev, Nt]: dV^T += dO^T . P with P as the pair-packed
+  /// rhs), `qT` / `doutT` the block's Q^T, dO^T ([E|Ev, Mt] bf16).
+  bool amx = false, scaleScores = false;
+  Value qT, doutT;
   /// i1: apply mask_mod (block not proved full); null: always (when the
   /// op has a mask_mod).
   Value maskWhen;
@@ -222,6 +235,24 @@ Value buildBf16TransposedProductTile(OpBuilder &b, Location loc, Value lhs,
 /// [Mt, Nt] bf16), k the pair-packed K rows [Nt/2, 2 E]: dQ_i.
 Value buildBf16RowProductTile(OpBuilder &b, Location loc, Value ds, Value k,
                               Value acc, Value scratch);
+
+/// The AMX variants (blk.amx, Backward/FlashBackwardAmx.cpp): each product
+/// a linalg.generic marked `flex.amx`, dest[m, n] += f32(lhs[m, k]) *
+/// f32(rhs[k floordiv 2, 2 n + k mod 2]), lhs bf16 row-major, rhs
+/// pair-packed (flex-amx-contractions after bufferization):
+/// acc += lhs . rhs;
+Value buildAmxProduct(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                      Value acc);
+/// S = Q.K^T (unscaled) and dP = dO.V^T into the zero-filled scratch;
+std::pair<Value, Value> buildAmxScoreProducts(OpBuilder &b, Location loc,
+                                              const BackwardBlock &blk);
+/// dV_j^T += dO^T . bf16(P), dK_j^T += Q^T . bf16(dS), dQ_i += bf16(dS) . K
+/// (P, dS packed in pairs of query rows / rounded into the block's bf16
+/// scratch): (dQ_i, dK_j^T, dV_j^T).
+SmallVector<Value> buildAmxGradientProducts(OpBuilder &b, Location loc,
+                                            const BackwardBlock &blk, Value p,
+                                            Value ds, Value dq, Value dkT,
+                                            Value dvT);
 
 /// partials[j][idx] += value over the [Mt, Nt] contribution tiles (scf.for
 /// over the points, tensor.extract / insert; the discard slot absorbs the

@@ -33,6 +33,16 @@ Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt);
 Value packValuePairs(OpBuilder &b, Location loc, Value v,
                      bool parallel = true);
 
+/// src [2 K, W] (f32, rounded to bf16 nearest even, or bf16) -> dest
+/// [K, 2 W] bf16, rows 2k and 2k + 1 interleaved:
+///   dest[k, 2 w + j] = bf16(src[2 k + j, w])
+/// (packValuePairs per head; the pairs of a transposed lhs; the backward's
+/// P and dS as AMX's pair-packed rhs).
+Value packRowPairs(OpBuilder &b, Location loc, Value src, Value dest);
+
+/// src [R, C] (f32 or bf16) rounded to bf16 row by row into dest [R, C].
+Value roundRowsToBf16(OpBuilder &b, Location loc, Value src, Value dest);
+
 /// The K^T tile of key rows [n0, n0 + Nt) at (bi, hi) of packKeyPairs'
 /// result: [E/2, 2 Nt].
 Value sliceKeyPairs(OpBuilder &b, Location loc, Value packed, Value bi,

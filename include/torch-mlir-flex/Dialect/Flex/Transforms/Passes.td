@@ -250,6 +250,12 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
     (`[Bkv, Hkv, Np/2, 2 E]`), each tile's Q and dO as pairs of query rows;
     P and dS are rounded to bf16 before their products (Pᵀ and dSᵀ packed
     in pairs of query rows), as torch's flex backward does; sums stay f32.
+    With `amx` (E, Ev and the tiles multiples of 32) the same layouts feed
+    AMX instead: the contractions are linalg.generic ops marked `flex.amx`
+    (bf16 lhs row-major, rhs in pairs) that flex-amx-contractions turns
+    into tile loops after bufferization; dK_j, dV_j are kept transposed
+    (dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS, each tile's Qᵀ and dOᵀ transposed once)
+    and S is scaled in the score tile.
     Ops it cannot handle (memref operands, dynamic E/Ev, dynamic head
     counts without kv_group_size, capture gradients over the partial-buffer
     bound or of dynamic shape) are left for flex-to-loops after
@@ -271,6 +277,10 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "bf16 inputs: the five contractions on AVX512-BF16 dot products "
            "(x86vector.avx512.dot); only for CPUs with avx512_bf16">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "bf16 inputs: the five contractions as linalg.generic ops marked "
+           "flex.amx (AMX tiles after bufferization, flex-amx-contractions; "
+           "E, Ev, tiles multiples of 32); only for CPUs with amx_bf16">,
     Option<"serialBelowUs", "serial-below-us", "int64_t", /*default=*/"0",
            "Mark the scf.forall loops of an op with static shapes whose "
            "estimated one-thread time is below this many microseconds "
@@ -307,7 +317,10 @@ def FlexDecomposeAttentionBackwardTile
            "Contractions as vector micro-kernels instead of linalg.generic">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "bf16 inputs: the contractions on AVX512-BF16 dot products "
-           "(as flex-backward-to-flash's bf16-dot)">
+           "(as flex-backward-to-flash's bf16-dot)">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "bf16 inputs: the contractions marked for AMX tiles (as "
+           "flex-backward-to-flash's amx)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
@@ -672,6 +685,27 @@ def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
     The transpose and the extension are erased when nothing else reads them.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FlexAmxContractions : Pass<"flex-amx-contractions", "func::FuncOp"> {
+  let summary = "Bufferized bf16 tile contractions marked flex.amx -> AMX tiles";
+  let description = [{
+    flex-backward-to-flash's `amx` marks its tile contractions (unit
+    attribute `flex.amx` on a linalg.generic over (m, k, n) with lhs
+    `[M, K]` bf16 at (m, k), rhs the pair-packed `[K/2, 2 N]` bf16 at
+    (k floordiv 2, 2 n + k mod 2), dest `[M, N]` f32 at (m, n), body
+    dest += f32(lhs) * f32(rhs)). After bufferization each becomes AMX
+    tile loops: per 16 x 16 tile of dest, amx.tile_load of it, K / 32
+    tile_mulf (tdpbf16ps) of 16 x 32 lhs and rhs tiles, tile_store
+    (lowered by convert-vector-to-llvm{enable-amx}; needs a CPU with
+    amx_bf16 and, on Linux, the process's permission for AMX tile data,
+    which the Python backend requests). M and N must be multiples of 16,
+    K of 32, innermost strides 1; a marked op that does not fit is an
+    error. Unmarked ops are left alone.
+  }];
+  let dependentDialects = ["::mlir::amx::AMXDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def FlexMatmulToBlas : Pass<"flex-matmul-to-blas", "ModuleOp"> {

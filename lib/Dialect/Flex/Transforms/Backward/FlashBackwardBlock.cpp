@@ -123,6 +123,8 @@ static BackwardScores buildScores(OpBuilder &b, Location loc,
       ArrayRef<IteratorType>{par, par},
       [&](OpBuilder &nb, Location l, ValueRange a) {
         Value sv = a[0], dpv = a[1], lse = a[2], delta = a[3];
+        if (blk.scaleScores)
+          sv = arith::MulFOp::create(nb, l, sv, scale);
         Value i = linalg::IndexOp::create(nb, l, 0);
         Value j = linalg::IndexOp::create(nb, l, 1);
         Value ci = clampRows ? arith::MinSIOp::create(nb, l, i, lastRow)
@@ -329,6 +331,14 @@ SmallVector<Value> mlir::flex::buildBackwardBlock(
     OpBuilder &b, Location loc, AttentionBackwardOp op,
     const BackwardBlock &blk, Value dq, Value dk, Value dv,
     ValueRange partials, const FlashConfig &cfg) {
+  if (blk.amx) {
+    auto [s, dp] = buildAmxScoreProducts(b, loc, blk);
+    BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);
+    SmallVector<Value> r =
+        buildAmxGradientProducts(b, loc, blk, sc.p, sc.ds, dq, dk, dv);
+    llvm::append_range(r, buildCaptureScatterAdds(b, loc, sc, partials));
+    return r;
+  }
   if (blk.bf16Dot) {
     auto [s, dp] = buildBf16ScoreProducts(b, loc, op, blk);
     BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);

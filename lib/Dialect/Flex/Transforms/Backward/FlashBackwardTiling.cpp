@@ -81,10 +81,21 @@ FlashConfig mlir::flex::chooseFlashBackwardConfig(AttentionBackwardOp op,
   cfg.headsPerTile = 1;
   cfg.keyRows = false;
   cfg.keyChunks = 1;
+  cfg.amx = requested.amx && cfg.vectorize &&
+            backwardCanUseAmx(op, cfg.tileM, cfg.tileN);
   cfg.pairedKey = cfg.pairedValue =
-      requested.bf16Dot && cfg.vectorize &&
-      backwardCanUseBf16Dot(op, cfg.tileM, cfg.tileN);
+      cfg.amx || (requested.bf16Dot && cfg.vectorize &&
+                  backwardCanUseBf16Dot(op, cfg.tileM, cfg.tileN));
   return cfg;
+}
+
+bool mlir::flex::backwardCanUseAmx(AttentionBackwardOp op, int64_t tileM,
+                                   int64_t tileN) {
+  if (!backwardCanUseBf16Dot(op, tileM, tileN))
+    return false;
+  int64_t e = op.getQueryType().getDimSize(3),
+          ev = op.getValueType().getDimSize(3);
+  return e % 32 == 0 && ev % 32 == 0 && tileM % 32 == 0 && tileN % 32 == 0;
 }
 
 bool mlir::flex::backwardCanUseBf16Dot(AttentionBackwardOp op, int64_t tileM,

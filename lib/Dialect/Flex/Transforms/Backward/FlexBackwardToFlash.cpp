@@ -69,6 +69,7 @@ struct FlexBackwardToFlashPass
     FlashConfig requested = requestedFlashConfig(
         tileM, tileN, blockSparsity, denseClassify, fastExp, vectorize);
     requested.bf16Dot = bf16Dot;
+    requested.amx = amx;
     SmallVector<AttentionBackwardOp> ops;
     getOperation().walk([&](AttentionBackwardOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());
@@ -110,6 +111,7 @@ struct DecomposeAttentionBackwardTilePass
       requested.tileN = tileN;
       requested.vectorize = vectorize;
       requested.bf16Dot = bf16Dot;
+      requested.amx = amx;
       FlashConfig cfg = chooseFlashBackwardConfig(op, requested);
       if (failed(decomposeAttentionBackwardTile(rewriter, op, cfg, nullptr,
                                                 nullptr)))

@@ -116,9 +116,10 @@ PIPELINES = {
 # for vfmadd231ps), half the FMA's f32 FLOP rate, so the dot backward ran
 # 5-20% slower than the widening FMA one (causal bf16 S=1024-4096,
 # D=64/128, H=8, fwd+bwd; docs/tiled-lowering.md).
-# `amx`: the backward's five contractions for bf16 inputs on AMX tiles
-# (flex-backward-to-flash's amx marks them, flex-amx-contractions lowers
-# them after bufferization, convert-vector-to-llvm's enable-amx); None: when
+# `amx`: bf16 inputs' contractions on AMX tiles, the forward's Q.K^T and P.V
+# (flex-to-flash's amx) and the backward's five (flex-backward-to-flash's
+# amx) marked, flex-amx-contractions lowering them after bufferization,
+# convert-vector-to-llvm's enable-amx; None: when
 # the host has amx_bf16 and Linux grants the tile permission
 # (cpu_features.py; TORCH_MLIR_FLEX_AMX=0 turns it off).
 # `serial_below_us` (with `openmp`): see SERIAL_BELOW_US; 0 keeps every op
@@ -180,7 +181,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}"
              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
-             f"{' bf16-dot=1' if bf16_dot else ''}}})")
+             f"{' bf16-dot=1' if bf16_dot else ''}"
+             f"{' amx=1' if amx else ''}}})")
     # flex.attention_backward: the flash-style (FA2) tiled backward
     # (Backward/FlexBackwardToFlash.cpp); ops it leaves (dynamic head dims,
     # capture gradients of dynamic size or whose per-tile partials would pass
@@ -200,7 +202,9 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
               if openmp else "func.func(scf-forall-to-for)")
     # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers
     # become plain (unaligned) vector loads/stores.
-    vector_opts = (["enable-x86vector=1"] if bf16_dot else []) + (["enable-amx=1"] if amx else [])
+    # (amx: tiles that do not fit AMX keep the forward's dot kernel.)
+    vector_opts = (["enable-x86vector=1"] if bf16_dot or amx else []) + (
+        ["enable-amx=1"] if amx else [])
     vector_to_llvm = "convert-vector-to-llvm" + (
         "{" + " ".join(vector_opts) + "}" if vector_opts else "")
     to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "").replace(

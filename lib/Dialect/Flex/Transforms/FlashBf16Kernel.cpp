@@ -9,8 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -435,6 +437,21 @@ Value sliceValuePairs(OpBuilder &b, Location loc, Value packed, Value bi,
   Value row = arith::DivUIOp::create(b, loc, n0, cIndex(b, loc, 2));
   return slicePairs(b, loc, packed, bi, hi, row, b.getIndexAttr(0), Nt / 2,
                     2 * Ev);
+}
+
+bool canUseAmx(int64_t m, int64_t k, int64_t n) {
+  return m > 0 && k > 0 && n > 0 && m % 16 == 0 && n % 16 == 0 && k % 32 == 0;
+}
+
+Value buildAmxProduct(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                      Value acc) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr d1 = getAffineDimExpr(1, ctx), d2 = getAffineDimExpr(2, ctx);
+  AffineMap pairs =
+      AffineMap::get(3, 0, {d1.floorDiv(2), d2 * 2 + d1 % 2}, ctx);
+  Value r = buildGenericContraction(b, loc, lhs, rhs, pairs, acc);
+  r.getDefiningOp()->setAttr("flex.amx", b.getUnitAttr());
+  return r;
 }
 
 Value buildBf16DotKernel(OpBuilder &b, Location loc,

@@ -236,13 +236,8 @@ Value buildBf16TransposedProductTile(OpBuilder &b, Location loc, Value lhs,
 Value buildBf16RowProductTile(OpBuilder &b, Location loc, Value ds, Value k,
                               Value acc, Value scratch);
 
-/// The AMX variants (blk.amx, Backward/FlashBackwardAmx.cpp): each product
-/// a linalg.generic marked `flex.amx`, dest[m, n] += f32(lhs[m, k]) *
-/// f32(rhs[k floordiv 2, 2 n + k mod 2]), lhs bf16 row-major, rhs
-/// pair-packed (flex-amx-contractions after bufferization):
-/// acc += lhs . rhs;
-Value buildAmxProduct(OpBuilder &b, Location loc, Value lhs, Value rhs,
-                      Value acc);
+/// The AMX variants (blk.amx, Backward/FlashBackwardAmx.cpp), each product
+/// a buildAmxProduct (FlashBf16Kernel.h):
 /// S = Q.K^T (unscaled) and dP = dO.V^T into the zero-filled scratch;
 std::pair<Value, Value> buildAmxScoreProducts(OpBuilder &b, Location loc,
                                               const BackwardBlock &blk);

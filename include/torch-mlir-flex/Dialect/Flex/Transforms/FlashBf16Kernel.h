@@ -71,6 +71,18 @@ Value sliceValuePairs(OpBuilder &b, Location loc, Value packed, Value bi,
 Value buildBf16DotKernel(OpBuilder &b, Location loc,
                          const BroadcastFmaTiles &t);
 
+/// Can an [m, k] x [k, n] product run on AMX tiles (flex-amx-contractions:
+/// m, n multiples of 16, k of 32)?
+bool canUseAmx(int64_t m, int64_t k, int64_t n);
+
+/// acc[m, n] += f32(lhs[m, k]) * f32(rhs[k floordiv 2, 2 n + k mod 2]) as a
+/// linalg.generic marked `flex.amx`: lhs [M, K] bf16 row-major, rhs the
+/// pair-packed [K/2, 2 N] bf16 (packKeyPairs / packValuePairs /
+/// packRowPairs tiles), acc [M, N] f32; flex-amx-contractions makes it AMX
+/// tile loops after bufferization. Needs canUseAmx(M, K, N).
+Value buildAmxProduct(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                      Value acc);
+
 } // namespace mlir::flex
 
 #endif

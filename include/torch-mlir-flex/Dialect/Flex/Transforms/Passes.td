@@ -109,6 +109,11 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "bf16 inputs: Q.K^T and P.V on AVX512-BF16 dot products "
            "(x86vector.avx512.dot); only for CPUs with avx512_bf16">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "bf16 inputs: Q.K^T and P.V (pair-packed K^T / V as with bf16-dot) "
+           "as linalg.generic ops marked flex.amx where the tiles fit (AMX "
+           "tiles after bufferization, flex-amx-contractions); only for "
+           "CPUs with amx_bf16">,
     Option<"splitKeysTasks", "split-keys-tasks", "int64_t", /*default=*/"0",
            "Decode (M <= 4, static shapes) with fewer than this many (b, h) "
            "row tiles: split the key blocks into chunks computed in "

@@ -6,6 +6,7 @@
 // pair-packed bf16 at (k floordiv 2, 2 n + k mod 2), f32 dest, which
 // flex-amx-contractions turns into AMX tile loops after bufferization
 // (tdpbf16ps: 16 x 16 f32 += 16 x 32 bf16 . 32 x 16 bf16):
+// (buildAmxProduct, FlashBf16Kernel.cpp):
 //   S = Q.K^T, dP = dO.V^T              (buildAmxScoreProducts: K^T / V^T
 //                                        in pairs of E; S unscaled, the
 //                                        score tile scales it)
@@ -26,16 +27,6 @@
 using namespace mlir;
 using namespace mlir::flex;
 using utils::IteratorType;
-
-Value mlir::flex::buildAmxProduct(OpBuilder &b, Location loc, Value lhs,
-                                  Value rhs, Value acc) {
-  MLIRContext *ctx = b.getContext();
-  AffineExpr d1 = getAffineDimExpr(1, ctx), d2 = getAffineDimExpr(2, ctx);
-  AffineMap pairs = AffineMap::get(3, 0, {d1.floorDiv(2), d2 * 2 + d1 % 2}, ctx);
-  Value r = buildGenericContraction(b, loc, lhs, rhs, pairs, acc);
-  r.getDefiningOp()->setAttr("flex.amx", b.getUnitAttr());
-  return r;
-}
 
 std::pair<Value, Value>
 mlir::flex::buildAmxScoreProducts(OpBuilder &b, Location loc,

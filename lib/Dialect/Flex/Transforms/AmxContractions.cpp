@@ -1,8 +1,9 @@
 //===- AmxContractions.cpp - marked bf16 tile contractions on AMX ---------===//
 //
-// flex-amx-contractions: the tile contractions the tiled backward marks
-// `flex.amx` (FlashBackwardAmx.cpp), after bufferization, become AMX tile
-// loops. Such an op is a linalg.generic on memrefs over (m, k, n):
+// flex-amx-contractions: the tile contractions that flex-to-flash and
+// flex-backward-to-flash mark `flex.amx` with their `amx` option
+// (buildAmxProduct, FlashBf16Kernel.cpp), after bufferization, become AMX
+// tile loops. Such an op is a linalg.generic on memrefs over (m, k, n):
 //   dest[m, n] += f32(lhs[m, k]) * f32(rhs[k floordiv 2, 2 n + k mod 2])
 // with lhs [M, K] bf16 row-major and rhs the pair-packed [K/2, 2 N] bf16
 // (AMX's "VNNI" B layout), dest [M, N] f32; M, N multiples of 16, K of 32,

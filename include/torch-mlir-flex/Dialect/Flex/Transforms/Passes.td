@@ -695,8 +695,9 @@ def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
 def FlexAmxContractions : Pass<"flex-amx-contractions", "func::FuncOp"> {
   let summary = "Bufferized bf16 tile contractions marked flex.amx -> AMX tiles";
   let description = [{
-    flex-backward-to-flash's `amx` marks its tile contractions (unit
-    attribute `flex.amx` on a linalg.generic over (m, k, n) with lhs
+    flex-to-flash's and flex-backward-to-flash's `amx` mark their tile
+    contractions (unit attribute `flex.amx` on a linalg.generic over
+    (m, k, n) with lhs
     `[M, K]` bf16 at (m, k), rhs the pair-packed `[K/2, 2 N]` bf16 at
     (k floordiv 2, 2 n + k mod 2), dest `[M, N]` f32 at (m, n), body
     dest += f32(lhs) * f32(rhs)). After bufferization each becomes AMX

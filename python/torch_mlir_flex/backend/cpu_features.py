@@ -60,6 +60,44 @@ def bf16_dot_default() -> bool:
     return host_has_avx512_bf16()
 
 
+AMX_ENV = "TORCH_MLIR_FLEX_AMX"
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+_SYS_ARCH_PRCTL = 158  # x86-64
+
+
+@functools.lru_cache(maxsize=None)
+def request_amx_permission() -> bool:
+    """Asks Linux for this process's permission to use AMX tile data
+    (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA); without it the
+    first tile instruction faults). True when granted (idempotent; torch's
+    oneDNN asks the same when it uses AMX)."""
+    if "amx_tile" not in host_cpu_flags():
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def host_has_amx_bf16() -> bool:
+    """AMX bf16 tiles usable here: the CPU flags and the permission."""
+    flags = host_cpu_flags()
+    return "amx_bf16" in flags and "amx_tile" in flags and request_amx_permission()
+
+
+def amx_default() -> bool:
+    """Whether the default pipelines run the backward's contractions on AMX
+    tiles (bf16 inputs): when the host has them, unless
+    TORCH_MLIR_FLEX_AMX=0."""
+    if os.environ.get(AMX_ENV, "").strip() == "0":
+        return False
+    return host_has_amx_bf16()
+
+
 def spread_workers_default() -> bool:
     """Whether the default pipelines run flex-omp-spread-workers: on unless
     FLEX_SPREAD_WORKERS=0, and not on Intel hosts. Measured on a 2-core AMD

@@ -73,6 +73,13 @@ class JitFunction:
             to_destination_passing(module, func_name, self._in_place)
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
             text = get_pipeline(pipeline) if "(" not in pipeline else pipeline
+            if "enable-amx" in text:
+                from .cpu_features import request_amx_permission
+
+                # AMX tile instructions fault without the process's permission.
+                if not request_amx_permission():
+                    raise FlexBackendError(f"pipeline {pipeline!r} uses AMX tiles, but this "
+                                           "process may not (no amx_tile, or Linux refused)")
             try:
                 # Two halves around finalize-memref-to-llvm so that IR it would
                 # assert on is rejected first (see _check_memref_element_types).

@@ -5,9 +5,11 @@ the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
 """
 
 try:
-    from .cpu_features import bf16_dot_default, host_has_avx512_bf16, spread_workers_default
+    from .cpu_features import (amx_default, bf16_dot_default, host_has_amx_bf16,
+                               host_has_avx512_bf16, spread_workers_default)
 except ImportError:  # loaded as a plain module (test/robustness/fuzz.py)
-    from cpu_features import bf16_dot_default, host_has_avx512_bf16, spread_workers_default
+    from cpu_features import (amx_default, bf16_dot_default, host_has_amx_bf16,
+                              host_has_avx512_bf16, spread_workers_default)
 
 # Calling convention (docs/runtime.md, calling.py): the entry function's
 # results are out-params filled by bufferization.materialize_in_destination
@@ -113,7 +115,19 @@ PIPELINES = {
 # (OMP_NUM_THREADS, else all cores). `bf16_dot`: bf16 inputs on AVX512-BF16
 # dot products (x86vector, lowered by convert-vector-to-llvm's
 # enable-x86vector); None: when the host has them (cpu_features.py,
-# TORCH_MLIR_FLEX_BF16_DOT=0 turns it off).
+# TORCH_MLIR_FLEX_BF16_DOT=0 turns it off). `bf16_dot_backward` (with
+# `bf16_dot`): the backward's five contractions on the same kernel
+# (flex-backward-to-flash's bf16-dot). Off by default: on this project's
+# host vdpbf16ps issues one per 2 cycles (measured 1.85 G/s against 7.4 G/s
+# for vfmadd231ps), half the FMA's f32 FLOP rate, so the dot backward ran
+# 5-20% slower than the widening FMA one (causal bf16 S=1024-4096,
+# D=64/128, H=8, fwd+bwd; docs/tiled-lowering.md).
+# `amx`: bf16 inputs' contractions on AMX tiles, the forward's Q.K^T and P.V
+# (flex-to-flash's amx) and the backward's five (flex-backward-to-flash's
+# amx) marked, flex-amx-contractions lowering them after bufferization,
+# convert-vector-to-llvm's enable-amx; None: when
+# the host has amx_bf16 and Linux grants the tile permission
+# (cpu_features.py; TORCH_MLIR_FLEX_AMX=0 turns it off).
 # `serial_below_us` (with `openmp`): see SERIAL_BELOW_US; 0 keeps every op
 # on the threads.
 # `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
@@ -144,7 +158,8 @@ SERIAL_BELOW_US = 250
 
 def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True,
                    openmp: bool = False, vectorize: bool = True,
-                   num_threads: int = 0, bf16_dot=None, split_keys_tasks: int = -1,
+                   num_threads: int = 0, bf16_dot=None, bf16_dot_backward: bool = False,
+                   amx=None, split_keys_tasks: int = -1,
                    serial_below_us: int = SERIAL_BELOW_US,
                    small_ops_when_awake=None, spread_workers=None, blas=None) -> str:
     if bf16_dot is None:
@@ -153,6 +168,11 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
         # The JIT compiles for this CPU: the instructions would be illegal.
         raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
     bf16_dot = bool(bf16_dot) and vectorize
+    if amx is None:
+        amx = amx_default()
+    elif amx and not host_has_amx_bf16():
+        raise ValueError("amx=True needs a CPU with amx_bf16 (and Linux's AMX permission)")
+    amx = bool(amx) and vectorize
     import os
 
     if split_keys_tasks < 0:
@@ -167,14 +187,18 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}"
              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
-             f"{' bf16-dot=1' if bf16_dot else ''}}})")
+             f"{' bf16-dot=1' if bf16_dot else ''}"
+             f"{' amx=1' if amx else ''}}})")
     # flex.attention_backward: the flash-style (FA2) tiled backward
     # (Backward/FlexBackwardToFlash.cpp); ops it leaves (dynamic head dims,
     # capture gradients of dynamic size or whose per-tile partials would pass
-    # 64 MiB) keep flex-to-loops' scalar reference.
+    # 64 MiB) keep flex-to-loops' scalar reference. `bf16_dot_backward`: its
+    # five contractions on the AVX512-BF16 dot kernel for bf16 inputs.
     flash += (f",func.func(flex-backward-to-flash{{tile-m={tile_m} tile-n={tile_n} "
               f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
-              f"{f' serial-below-us={serial_below_us}' if openmp else ''}}})")
+              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
+              f"{' bf16-dot=1' if bf16_dot and bf16_dot_backward else ''}"
+              f"{' amx=1' if amx else ''}}})")
     choice = "{runtime-choice=1}" if small_ops_when_awake else ""
     forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
               f"convert-scf-to-openmp{{num-threads={num_threads}}},"
@@ -184,8 +208,11 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
               if openmp else "func.func(scf-forall-to-for)")
     # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers
     # become plain (unaligned) vector loads/stores.
-    vector_to_llvm = ("convert-vector-to-llvm{enable-x86vector=1}" if bf16_dot
-                      else "convert-vector-to-llvm")
+    # (amx: tiles that do not fit AMX keep the forward's dot kernel.)
+    vector_opts = (["enable-x86vector=1"] if bf16_dot or amx else []) + (
+        ["enable-amx=1"] if amx else [])
+    vector_to_llvm = "convert-vector-to-llvm" + (
+        "{" + " ".join(vector_opts) + "}" if vector_opts else "")
     to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "").replace(
         "convert-math-to-llvm,", vector_to_llvm + ",convert-math-to-llvm,")
     if openmp:
@@ -202,6 +229,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
             "canonicalize",
             "cse",
             BUFFERIZE,
+            # The backward's marked contractions -> AMX tiles (memrefs).
+            *(["func.func(flex-amx-contractions)"] if amx else []),
             "func.func(flex-to-loops)",
             DEALLOCATE,
             *(["flex-matmul-to-blas"] if blas else []),

@@ -1,5 +1,6 @@
 // RUN: flex-opt %s -split-input-file --flex-backward-to-flash="tile-m=16 tile-n=16" | FileCheck %s
 // RUN: flex-opt %s -split-input-file --flex-backward-to-flash="tile-m=16 tile-n=16" 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+// RUN: flex-opt %s -split-input-file --flex-backward-to-flash="tile-m=16 tile-n=16 bf16-dot=1" | FileCheck %s --check-prefix=BF16
 
 // The tiled (FA2) backward: the row pre-pass (delta, natural-log lse), K^T
 // and V^T per key block, an scf.forall over (b, hkv) tiles, then per tile
@@ -65,6 +66,13 @@
 // CHECK: scf.forall.in_parallel
 // CHECK-COUNT-3: tensor.parallel_insert_slice
 // CHECK: flex.block_classification = "interval", flex.tiles = array<i64: 16, 16>
+// bf16-dot leaves f32 inputs on the broadcast-FMA kernels.
+// BF16-LABEL: func.func @causal_gqa
+// BF16-NOT: x86vector
+// BF16-NOT: vector.interleave
+// BF16: vector.fma
+// BF16-NOT: x86vector
+// BF16: return
 func.func @causal_gqa(%q: tensor<2x4x40x8xf32>, %k: tensor<2x2x40x8xf32>, %v: tensor<2x2x40x4xf32>, %o: tensor<2x4x40x4xf32>, %lse: tensor<2x4x40xf32>, %do: tensor<2x4x40x4xf32>, %gl: tensor<2x4x40xf32>, %dq0: tensor<2x4x40x8xf32>, %dk0: tensor<2x2x40x8xf32>, %dv0: tensor<2x2x40x4xf32>) -> (tensor<2x4x40x8xf32>, tensor<2x2x40x8xf32>, tensor<2x2x40x4xf32>) {
   %dq, %dk, %dv = flex.attention_backward
       ins(%q, %k, %v, %o, %lse, %do : tensor<2x4x40x8xf32>, tensor<2x2x40x8xf32>, tensor<2x2x40x4xf32>, tensor<2x4x40x4xf32>, tensor<2x4x40xf32>, tensor<2x4x40x4xf32>)
@@ -224,4 +232,99 @@ func.func @capture_grads_too_large(%q: tensor<1x2x16x8xf32>, %k: tensor<1x2x16x8
         flex.yield %g, %g, %n : f32, f32, index
       } -> tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<16777216xf32>
   return %dq, %dk, %dv, %db : tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<1x2x16x8xf32>, tensor<16777216xf32>
+}
+
+// -----
+
+// bf16-dot: K^T and V^T in bf16 pairs of E per key block ([Np/Nt * E/2,
+// 2 Nt]) and K rows in pairs of keys ([Np/2, 2 E]), per kv head in
+// scf.foralls; each tile packs its Q and dO in pairs of query rows in
+// scf.for loops (no forall inside the tile's forall). A live pair runs the
+// five contractions on x86vector.avx512.dot: S = scale Q.K^T (the sums
+// scaled before they are written) and dP = dO.V^T on the key pairs; P and
+// dS rounded to bf16 and packed in pairs of query rows, the lhs words of
+// dV += P^T.dO (Ev = 4: 4-lane dots) and dK += dS^T.Q read at
+// [k2, 2 row]; dS rounded row by row for dQ += dS.K. No f32 FMA kernel.
+// Without the option (CHECK): the FMA kernels.
+// CHECK-LABEL: func.func @bf16_dot
+// CHECK-NOT: x86vector
+// CHECK: vector.fma
+// CHECK-NOT: x86vector
+// CHECK: return
+// BF16-LABEL: func.func @bf16_dot
+// BF16: %[[KP:.+]] = scf.forall ({{.+}}) in (1, 2) shared_outs({{.+}}) -> (tensor<1x2x8x32xbf16>)
+// BF16: %[[KR:.+]] = scf.forall ({{.+}}) in (1, 2) shared_outs({{.+}}) -> (tensor<1x2x16x16xbf16>)
+// BF16: vector.interleave {{.+}} : vector<8xbf16> -> vector<16xbf16>
+// BF16: %[[VP:.+]] = scf.forall ({{.+}}) in (1, 2) shared_outs({{.+}}) -> (tensor<1x2x4x32xbf16>)
+// The (b, hkv) tiles; Q and dO pairs inside, in loops.
+// BF16: scf.forall ({{.+}}) in (1, 2) shared_outs(
+// BF16-NOT: scf.forall
+// BF16: vector.interleave {{.+}} : vector<8xbf16> -> vector<16xbf16>
+// BF16: scf.yield {{.+}} : tensor<1x1x16x16xbf16>
+// BF16: vector.interleave {{.+}} : vector<4xbf16> -> vector<8xbf16>
+// BF16: scf.yield {{.+}} : tensor<1x1x16x8xbf16>
+// Key block j: the pair tiles of K^T, V^T and K rows.
+// BF16: tensor.extract_slice %[[KP]]{{.+}} [1, 1, 4, 32] [1, 1, 1, 1] : tensor<1x2x8x32xbf16> to tensor<4x32xbf16>
+// BF16: tensor.extract_slice %[[VP]]{{.+}} [1, 1, 2, 32] [1, 1, 1, 1] : tensor<1x2x4x32xbf16> to tensor<2x32xbf16>
+// BF16: tensor.extract_slice %[[KR]]{{.+}} [1, 1, 8, 16] [1, 1, 1, 1] : tensor<1x2x16x16xbf16> to tensor<8x16xbf16>
+// BF16: scf.if
+// S = scale Q.K^T: a Q pair broadcast as one i32 word, 4 rows x 1 piece.
+// BF16: vector.bitcast {{.+}} : vector<2xbf16> to vector<1xi32>
+// BF16: vector.broadcast {{.+}} : vector<1xi32> to vector<16xi32>
+// BF16: x86vector.avx512.dot {{.+}} : vector<32xbf16> -> vector<16xf32>
+// BF16: arith.mulf {{.+}} : vector<16xf32>
+// dP = dO.V^T.
+// BF16: x86vector.avx512.dot {{.+}} : vector<32xbf16> -> vector<16xf32>
+// The score tile.
+// BF16: linalg.generic
+// P^T pairs: rows 2 k2 and 2 k2 + 1 of P rounded and interleaved.
+// BF16: %[[PP:.+]] = scf.for {{.+}} -> (tensor<8x32xbf16>)
+// BF16: %[[P0:.+]] = arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// BF16: %[[P1:.+]] = arith.truncf %{{.+}} : vector<16xf32> to vector<16xbf16>
+// BF16: vector.interleave %[[P0]], %[[P1]] : vector<16xbf16> -> vector<32xbf16>
+// dV += P^T.dO: the word of (P[2 k2, row], P[2 k2 + 1, row]) at [k2, 2 row].
+// BF16: scf.for %[[ROW:[^ ]+]] = {{.+}} -> (tensor<16x4xf32>)
+// BF16: scf.for %[[K2:[^ ]+]] =
+// BF16: %[[COL:.+]] = arith.muli %[[ROW]], %{{.+}} : index
+// BF16: vector.transfer_read %[[PP]][%[[K2]], %[[COL]]]{{.+}} : tensor<8x32xbf16>, vector<2xbf16>
+// BF16: x86vector.avx512.dot {{.+}} : vector<8xbf16> -> vector<4xf32>
+// dS^T pairs, dK += dS^T.Q.
+// BF16: vector.interleave {{.+}} : vector<16xbf16> -> vector<32xbf16>
+// BF16: x86vector.avx512.dot {{.+}} : vector<16xbf16> -> vector<8xf32>
+// dS rounded row by row (no interleave), dQ += dS.K.
+// BF16: arith.truncf {{.+}} : vector<16xf32> to vector<16xbf16>
+// BF16-NOT: vector.interleave
+// BF16: x86vector.avx512.dot {{.+}} : vector<16xbf16> -> vector<8xf32>
+// BF16-NOT: vector.fma
+// BF16: return
+func.func @bf16_dot(%q: tensor<1x2x32x8xbf16>, %k: tensor<1x2x32x8xbf16>, %v: tensor<1x2x32x4xbf16>, %o: tensor<1x2x32x4xbf16>, %lse: tensor<1x2x32xf32>, %do: tensor<1x2x32x4xbf16>, %dq0: tensor<1x2x32x8xbf16>, %dk0: tensor<1x2x32x8xbf16>, %dv0: tensor<1x2x32x4xbf16>) -> (tensor<1x2x32x8xbf16>, tensor<1x2x32x8xbf16>, tensor<1x2x32x4xbf16>) {
+  %dq, %dk, %dv = flex.attention_backward
+      ins(%q, %k, %v, %o, %lse, %do : tensor<1x2x32x8xbf16>, tensor<1x2x32x8xbf16>, tensor<1x2x32x4xbf16>, tensor<1x2x32x4xbf16>, tensor<1x2x32xf32>, tensor<1x2x32x4xbf16>)
+      outs(%dq0, %dk0, %dv0 : tensor<1x2x32x8xbf16>, tensor<1x2x32x8xbf16>, tensor<1x2x32x4xbf16>)
+      scale(0.353553385)
+      mask_mod {
+      ^bb0(%b: index, %h: index, %m: index, %n: index):
+        %c = arith.cmpi sge, %m, %n : index
+        flex.yield %c : i1
+      } -> tensor<1x2x32x8xbf16>, tensor<1x2x32x8xbf16>, tensor<1x2x32x4xbf16>
+  return %dq, %dk, %dv : tensor<1x2x32x8xbf16>, tensor<1x2x32x8xbf16>, tensor<1x2x32x4xbf16>
+}
+
+// -----
+
+// bf16-dot cannot pair a value row of 6 lanes (dV's width, dP's
+// reduction is fine): the whole backward stays on the FMA kernels.
+// BF16-LABEL: func.func @bf16_dot_unpairable
+// BF16-NOT: x86vector
+// BF16-NOT: vector.interleave
+// BF16: vector.fma
+// BF16-NOT: x86vector
+// BF16: return
+func.func @bf16_dot_unpairable(%q: tensor<1x1x32x8xbf16>, %k: tensor<1x1x32x8xbf16>, %v: tensor<1x1x32x6xbf16>, %o: tensor<1x1x32x6xbf16>, %lse: tensor<1x1x32xf32>, %do: tensor<1x1x32x6xbf16>, %dq0: tensor<1x1x32x8xbf16>, %dk0: tensor<1x1x32x8xbf16>, %dv0: tensor<1x1x32x6xbf16>) -> (tensor<1x1x32x8xbf16>, tensor<1x1x32x8xbf16>, tensor<1x1x32x6xbf16>) {
+  %dq, %dk, %dv = flex.attention_backward
+      ins(%q, %k, %v, %o, %lse, %do : tensor<1x1x32x8xbf16>, tensor<1x1x32x8xbf16>, tensor<1x1x32x6xbf16>, tensor<1x1x32x6xbf16>, tensor<1x1x32xf32>, tensor<1x1x32x6xbf16>)
+      outs(%dq0, %dk0, %dv0 : tensor<1x1x32x8xbf16>, tensor<1x1x32x8xbf16>, tensor<1x1x32x6xbf16>)
+      scale(0.353553385)
+      -> tensor<1x1x32x8xbf16>, tensor<1x1x32x8xbf16>, tensor<1x1x32x6xbf16>
+  return %dq, %dk, %dv : tensor<1x1x32x8xbf16>, tensor<1x1x32x8xbf16>, tensor<1x1x32x6xbf16>
 }

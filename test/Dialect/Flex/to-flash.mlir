@@ -3,6 +3,7 @@
 // RUN: flex-opt %s -split-input-file -flex-to-flash -canonicalize -cse | FileCheck %s --check-prefix=VEC
 // RUN: flex-opt %s -split-input-file -flex-to-flash="bf16-dot=true" -canonicalize -cse | FileCheck %s --check-prefix=BF16
 // RUN: flex-opt %s -split-input-file -flex-to-flash="serial-below-us=250" | FileCheck %s --check-prefix=SERIAL
+// RUN: flex-opt %s -split-input-file -flex-to-flash="amx=true" -canonicalize -cse | FileCheck %s --check-prefix=AMX
 
 // Causal mask, the whole driver: K^T laid out once, row tiles from the
 // TilingInterface (scf.forall over (h, m0), step (1, 64)), a loop over key
@@ -440,6 +441,27 @@ func.func @head_dim_80(%q: tensor<1x1x64x80xf32>, %k: tensor<1x1x64x80xf32>, %v:
 // VEC: vector.fma
 // VEC-NOT: x86vector
 // VEC: return
+// amx: the same pair packings; Q.K^T into the zeroed scores scratch and
+// P.V (acc scaled by corr first, P rounded to bf16 row by row) as
+// linalg.generic ops marked flex.amx (AMX tiles after bufferization,
+// flex-amx-contractions), lhs at (m, k), the pairs at (k floordiv 2,
+// 2 n + k mod 2).
+// AMX-DAG: #[[$ALHS:.+]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// AMX-DAG: #[[$APAIRS:.+]] = affine_map<(d0, d1, d2) -> (d1 floordiv 2, d2 * 2 + d1 mod 2)>
+// AMX-LABEL: func.func @bf16_dot
+// AMX: scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x64x64xbf16>)
+// AMX: vector.interleave
+// AMX: scf.forall (%{{.*}}) in (2) shared_outs(%{{.*}}) -> (tensor<1x2x64x128xbf16>)
+// AMX: %[[S0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<64x64xf32>)
+// AMX: linalg.generic {indexing_maps = [#[[$ALHS]], #[[$APAIRS]], {{.+}}], iterator_types = ["parallel", "reduction", "parallel"]} ins(%{{.+}}, %{{.+}} : tensor<64x64xbf16>, tensor<32x128xbf16>) outs(%[[S0]] : tensor<64x64xf32>) attrs = {flex.amx}
+// AMX: %[[SCALED:.+]] = linalg.generic {{.+}} outs(%{{.+}} : tensor<64x32xf32>)
+// AMX: arith.mulf
+// AMX: %[[PB:.+]] = scf.for {{.+}} -> (tensor<64x64xbf16>)
+// AMX: arith.truncf %{{.+}} : vector<64xf32> to vector<64xbf16>
+// AMX: linalg.generic {indexing_maps = [#[[$ALHS]], #[[$APAIRS]], {{.+}}], iterator_types = ["parallel", "reduction", "parallel"]} ins(%[[PB]], %{{.+}} : tensor<64x64xbf16>, tensor<32x64xbf16>) outs(%[[SCALED]] : tensor<64x32xf32>) attrs = {flex.amx}
+// AMX-NOT: x86vector
+// AMX-NOT: vector.fma
+// AMX: return
 func.func @bf16_dot(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>, %v: tensor<1x2x128x32xbf16>) -> tensor<1x2x128x32xbf16> {
   %o = tensor.empty() : tensor<1x2x128x32xbf16>
   %r = flex.attention ins(%q, %k, %v : tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>, tensor<1x2x128x32xbf16>)
@@ -472,7 +494,12 @@ func.func @bf16_dot_unpairable(%q: tensor<1x1x64x33xbf16>, %k: tensor<1x1x64x33x
 
 // -----
 
-// bf16-dot leaves f32 inputs on the FMA kernels.
+// bf16-dot and amx leave f32 inputs on the FMA kernels.
+// AMX-LABEL: func.func @f32_with_bf16_dot
+// AMX-NOT: flex.amx
+// AMX: vector.fma
+// AMX-NOT: flex.amx
+// AMX: return
 // BF16-LABEL: func.func @f32_with_bf16_dot
 // BF16-NOT: x86vector
 // BF16: vector.fma

@@ -29,11 +29,16 @@ from benchmarks import flex_ir as fi  # noqa: E402
 LN2 = math.log(2.0)
 TOL = 1e-2  # as the other bf16 tests of the tiled backend
 DOT_INTRINSIC = "llvm.x86.avx512bf16.dpbf16ps"
+AMX_INTRINSIC = "llvm.x86.tdpbf16ps.internal"
 
 needs_bf16_cpu = pytest.mark.skipif(not cpu_features.host_has_avx512_bf16(),
                                     reason="host CPU has no avx512_bf16")
+needs_amx = pytest.mark.skipif(not cpu_features.host_has_amx_bf16(),
+                               reason="host CPU has no amx_bf16 (or no AMX permission)")
+# True: bf16-dot, False: the f32 kernels, "amx": Q.K^T and P.V on AMX tiles.
 BF16_DOT = [pytest.param(True, marks=needs_bf16_cpu, id="dot"),
-            pytest.param(False, id="generic")]
+            pytest.param(False, id="generic"),
+            pytest.param("amx", marks=needs_amx, id="amx")]
 
 
 def _causal(b, h, m, n):
@@ -52,10 +57,15 @@ def _inputs(B, Hq, Hkv, M, N, E, Ev, seed):
 
 
 def _compile(text, bf16_dot, openmp=False):
-    pipeline = tiled_pipeline(bf16_dot=bf16_dot, openmp=openmp)
+    amx = bf16_dot == "amx"
+    pipeline = tiled_pipeline(bf16_dot=bf16_dot is True, openmp=openmp, amx=amx)
     fn = JitFunction(text, "f", pipeline=pipeline)
-    # The path taken: vdpbf16ps calls in the lowered module or none.
-    assert (DOT_INTRINSIC in str(fn.lowered)) == bf16_dot
+    # The path taken: vdpbf16ps calls in the lowered module or none; AMX
+    # tile products with amx.
+    lowered = str(fn.lowered)
+    assert (AMX_INTRINSIC in lowered) == amx
+    if not amx:
+        assert (DOT_INTRINSIC in lowered) == bf16_dot
     return fn
 
 
@@ -145,6 +155,8 @@ def test_unpairable_value_dim_keeps_fma_for_pv():
 
 def test_default_follows_host_and_env(monkeypatch):
     monkeypatch.delenv(cpu_features.BF16_DOT_ENV, raising=False)
+    # AMX (which keeps the dot kernel for tiles it cannot take) off.
+    monkeypatch.setenv(cpu_features.AMX_ENV, "0")
     assert ("bf16-dot=1" in tiled_pipeline()) == cpu_features.host_has_avx512_bf16()
     monkeypatch.setenv(cpu_features.BF16_DOT_ENV, "0")
     assert "bf16-dot" not in tiled_pipeline()

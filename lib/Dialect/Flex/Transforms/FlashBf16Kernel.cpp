@@ -9,8 +9,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashLowering.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -77,37 +79,67 @@ Value writeVec(OpBuilder &b, Location loc, Value v, Value t, ValueRange idx) {
       .getResult();
 }
 
-/// A fresh [B, H, P, Q] tensor (`shape`, `sizes`) filled per (b, h) of
-/// `src` [B, H, X, Y] in an scf.forall by `body(src[b, h], out[b, h])`,
-/// which returns the filled 2-D slice.
+using HeadBody = function_ref<Value(OpBuilder &, Location, Value, Value)>;
+
+/// A fresh [B, H, P, Q] tensor (`shape`, `sizes`) of bf16 filled per
+/// (b, h) of `src` [B, H, X, Y] by `body(src[b, h], out[b, h])`, which
+/// returns the filled 2-D slice: in an scf.forall, or without `parallel`
+/// in nested scf.for loops.
 Value perHead(OpBuilder &b, Location loc, Value src, ArrayRef<int64_t> shape,
-              ArrayRef<OpFoldResult> sizes,
-              function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
+              ArrayRef<OpFoldResult> sizes, bool parallel, HeadBody body) {
   auto ty = cast<RankedTensorType>(src.getType());
-  Type et = ty.getElementType();
+  Type et = b.getBF16Type();
   SmallVector<Value> dyn;
   for (auto [s, ofr] : llvm::zip_equal(shape, sizes))
     if (ShapedType::isDynamic(s))
       dyn.push_back(cast<Value>(ofr));
   Value init = tensor::EmptyOp::create(b, loc, shape, et, dyn);
+  OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
+  SmallVector<OpFoldResult> units(4, one);
+  SmallVector<OpFoldResult> outSizes = {one, one, sizes[2], sizes[3]};
+  // The filled slice of (bi, hi) and its offsets in the result.
+  auto fill = [&](OpBuilder &nb, Location l, Value bi, Value hi, Value out) {
+    Value src2 = tensor::ExtractSliceOp::create(
+        nb, l,
+        RankedTensorType::get(ty.getShape().drop_front(2), ty.getElementType()),
+        src, {bi, hi, zero, zero},
+        {one, one, dimOf(nb, l, src, 2), dimOf(nb, l, src, 3)}, units);
+    SmallVector<OpFoldResult> offs = {bi, hi, zero, zero};
+    Value dst2 = tensor::ExtractSliceOp::create(
+        nb, l, RankedTensorType::get(shape.drop_front(2), et), out, offs,
+        outSizes, units);
+    return std::make_pair(body(nb, l, src2, dst2), offs);
+  };
+  if (!parallel) {
+    Value c0 = cIndex(b, loc, 0), c1 = cIndex(b, loc, 1);
+    auto bound = [&](int64_t d) {
+      return getValueOrCreateConstantIndexOp(b, loc, sizes[d]);
+    };
+    Value hN = bound(1);
+    auto bLoop = scf::ForOp::create(
+        b, loc, c0, bound(0), c1, ValueRange{init},
+        [&](OpBuilder &bb, Location l, Value bi, ValueRange bIt) {
+          auto hLoop = scf::ForOp::create(
+              bb, l, c0, hN, c1, bIt,
+              [&](OpBuilder &hb, Location l2, Value hi, ValueRange hIt) {
+                auto [filled, offs] = fill(hb, l2, bi, hi, hIt[0]);
+                scf::YieldOp::create(
+                    hb, l2,
+                    tensor::InsertSliceOp::create(hb, l2, filled, hIt[0], offs,
+                                                  outSizes, units)
+                        .getResult());
+              });
+          scf::YieldOp::create(bb, l, hLoop.getResults());
+        });
+    return bLoop.getResult(0);
+  }
   auto forall = scf::ForallOp::create(b, loc, sizes.take_front(2),
                                       ValueRange{init}, std::nullopt);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPoint(forall.getTerminator());
-  Value bi = forall.getInductionVars()[0], hi = forall.getInductionVars()[1];
-  OpFoldResult one = b.getIndexAttr(1), zero = b.getIndexAttr(0);
-  SmallVector<OpFoldResult> units(4, one);
-  Value src2 = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get(ty.getShape().drop_front(2), et), src,
-      {bi, hi, zero, zero},
-      {one, one, dimOf(b, loc, src, 2), dimOf(b, loc, src, 3)}, units);
   Value out = forall.getRegionIterArgs()[0];
-  SmallVector<OpFoldResult> offs = {bi, hi, zero, zero};
-  SmallVector<OpFoldResult> outSizes = {one, one, sizes[2], sizes[3]};
-  Value dst2 = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get(shape.drop_front(2), et), out, offs,
-      outSizes, units);
-  Value filled = body(b, loc, src2, dst2);
+  auto [filled, offs] = fill(b, loc, forall.getInductionVars()[0],
+                             forall.getInductionVars()[1], out);
   b.setInsertionPointToEnd(forall.getTerminator().getBody());
   tensor::ParallelInsertSliceOp::create(b, loc, filled, out, offs, outSizes,
                                         units);
@@ -163,32 +195,81 @@ Value slicePairs(OpBuilder &b, Location loc, Value packed, Value bi, Value hi,
       SmallVector<OpFoldResult>(4, one));
 }
 
-/// lhs as bf16: an f32 tile is rounded row by row (vector truncf).
-Value lhsAsBf16(OpBuilder &b, Location loc, const BroadcastFmaTiles &t) {
+/// Row `i` of the 2-D `t` (`n` elements) as bf16: read as is, or read as
+/// f32 and rounded to nearest even (vector truncf).
+Value readBf16Row(OpBuilder &b, Location loc, Value t, Value i, int64_t n) {
   Type bf16 = b.getBF16Type();
-  if (cast<RankedTensorType>(t.lhs.getType()).getElementType() == bf16)
-    return t.lhs;
-  Value init = tensor::EmptyOp::create(
-      b, loc, ArrayRef<int64_t>{t.rows, t.reduction}, bf16);
+  Value c0 = cIndex(b, loc, 0);
+  auto vt = VectorType::get({n}, bf16);
+  if (cast<RankedTensorType>(t.getType()).getElementType() == bf16)
+    return readVec(b, loc, t, ValueRange{i, c0}, vt);
+  return arith::TruncFOp::create(b, loc, vt, readF32Row(b, loc, t, i, c0, n));
+}
+
+} // namespace
+
+Value packRowPairs(OpBuilder &b, Location loc, Value src, Value dest) {
+  int64_t w = cast<RankedTensorType>(src.getType()).getDimSize(1);
+  Value c0 = cIndex(b, loc, 0);
+  Value half = tensor::DimOp::create(b, loc, dest, 0);
+  auto rows = scf::ForOp::create(
+      b, loc, c0, half, cIndex(b, loc, 1), ValueRange{dest},
+      [&](OpBuilder &rb, Location l, Value k2, ValueRange it) {
+        Value k = arith::MulIOp::create(rb, l, k2, cIndex(rb, l, 2));
+        Value r0 = readBf16Row(rb, l, src, k, w);
+        Value r1 = readBf16Row(rb, l, src, plus(rb, l, k, 1), w);
+        Value pair = vector::InterleaveOp::create(rb, l, r0, r1);
+        scf::YieldOp::create(rb, l, writeVec(rb, l, pair, it[0], {k2, c0}));
+      });
+  return rows.getResult(0);
+}
+
+Value roundRowsToBf16(OpBuilder &b, Location loc, Value src, Value dest) {
+  auto ty = cast<RankedTensorType>(src.getType());
+  int64_t rows = ty.getDimSize(0), cols = ty.getDimSize(1);
   Value c0 = cIndex(b, loc, 0);
   auto loop = scf::ForOp::create(
-      b, loc, c0, cIndex(b, loc, t.rows), cIndex(b, loc, 1), ValueRange{init},
+      b, loc, c0, cIndex(b, loc, rows), cIndex(b, loc, 1), ValueRange{dest},
       [&](OpBuilder &nb, Location l, Value m, ValueRange it) {
-        Value row = readF32Row(nb, l, t.lhs, m, c0, t.reduction);
-        Value h = arith::TruncFOp::create(
-            nb, l, VectorType::get({t.reduction}, bf16), row);
+        Value h = readBf16Row(nb, l, src, m, cols);
         scf::YieldOp::create(nb, l, writeVec(nb, l, h, it[0], {m, c0}));
       });
   return loop.getResult(0);
 }
 
-/// lhs[row, k : k + 2] (bf16) as vector<2 lanes x bf16> holding the pair in
-/// every lane pair.
-Value broadcastPair(OpBuilder &b, Location loc, Value lhs, Value row, Value k,
-                    int64_t lanes) {
+namespace {
+
+/// lhs as the kernel reads it, bf16: [rows, reduction] (an f32 tile
+/// rounded row by row), or with `lhsTransposed` [reduction / 2, 2 rows]
+/// (packRowPairs); into t.lhsScratch when it is set.
+Value lhsAsBf16(OpBuilder &b, Location loc, const BroadcastFmaTiles &t) {
+  Type bf16 = b.getBF16Type();
+  bool isBf16 =
+      cast<RankedTensorType>(t.lhs.getType()).getElementType() == bf16;
+  if (isBf16 && !t.lhsTransposed)
+    return t.lhs;
+  SmallVector<int64_t> shape = {t.rows, t.reduction};
+  if (t.lhsTransposed)
+    shape = {t.reduction / 2, 2 * t.rows};
+  Value init = t.lhsScratch
+                   ? t.lhsScratch
+                   : tensor::EmptyOp::create(b, loc, shape, bf16).getResult();
+  if (t.lhsTransposed)
+    return packRowPairs(b, loc, t.lhs, init);
+  return roundRowsToBf16(b, loc, t.lhs, init);
+}
+
+/// The lhs pair (lhs[row, 2 k2], lhs[row, 2 k2 + 1]) (bf16; at [k2, 2 row]
+/// of a transposed lhs's pairs) as vector<2 lanes x bf16> holding the pair
+/// in every lane pair.
+Value broadcastPair(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
+                    Value lhs, Value row, Value k2, int64_t lanes) {
   Type i32 = b.getI32Type();
-  Value pair = readVec(b, loc, lhs, ValueRange{row, k},
-                       VectorType::get({2}, b.getBF16Type()));
+  Value two = cIndex(b, loc, 2);
+  SmallVector<Value, 2> at = {row, arith::MulIOp::create(b, loc, k2, two)};
+  if (t.lhsTransposed)
+    at = {k2, arith::MulIOp::create(b, loc, row, two)};
+  Value pair = readVec(b, loc, lhs, at, VectorType::get({2}, b.getBF16Type()));
   Value word = vector::BitCastOp::create(b, loc, VectorType::get({1}, i32), pair);
   Value splat =
       vector::BroadcastOp::create(b, loc, VectorType::get({lanes}, i32), word);
@@ -197,7 +278,7 @@ Value broadcastPair(OpBuilder &b, Location loc, Value lhs, Value row, Value k,
 }
 
 /// Accumulators of rows mb .. mb + R - 1, pieces of columns from `col`:
-/// dest * rowScale, or zero.
+/// dest * rowScale, dest (`accumulate`), or zero.
 SmallVector<Value> initialAccs(OpBuilder &b, Location loc,
                                const BroadcastFmaTiles &t, Value dest, Value mb,
                                int64_t col, int64_t R,
@@ -211,14 +292,17 @@ SmallVector<Value> initialAccs(OpBuilder &b, Location loc,
                          : Value();
     for (auto [off, lanes] : pieces) {
       auto vt = VectorType::get({lanes}, b.getF32Type());
-      if (!s) {
+      if (!s && !t.accumulate) {
         accs.push_back(arith::ConstantOp::create(
             b, loc, DenseElementsAttr::get(vt, b.getF32FloatAttr(0.0))));
         continue;
       }
       Value a = readF32Row(b, loc, dest, row, cIndex(b, loc, col + off), lanes);
-      accs.push_back(arith::MulFOp::create(
-          b, loc, a, vector::BroadcastOp::create(b, loc, vt, s)));
+      accs.push_back(s ? arith::MulFOp::create(
+                             b, loc, a,
+                             vector::BroadcastOp::create(b, loc, vt, s))
+                             .getResult()
+                       : a);
     }
   }
   return accs;
@@ -246,13 +330,12 @@ Value buildDotChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
                     kb, l2, t.rhs,
                     ValueRange{k2, cIndex(kb, l2, 2 * (col + off))},
                     VectorType::get({2 * lanes}, bf16)));
-              Value k = arith::MulIOp::create(kb, l2, k2, cIndex(kb, l2, 2));
               SmallVector<Value> outs;
               for (int64_t r = 0; r < R; ++r) {
                 Value row = plus(kb, l2, mb, r);
                 for (int64_t p = 0; p < P; ++p) {
-                  Value a =
-                      broadcastPair(kb, l2, lhs, row, k, pieces[p].second);
+                  Value a = broadcastPair(kb, l2, t, lhs, row, k2,
+                                          pieces[p].second);
                   outs.push_back(x86vector::DotBF16Op::create(
                       kb, l2, accs[r * P + p], a, rhs[p]));
                 }
@@ -261,10 +344,17 @@ Value buildDotChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
             });
         Value d = iter[0];
         for (int64_t r = 0; r < R; ++r)
-          for (int64_t p = 0; p < P; ++p)
-            d = writeVec(nb, l, kLoop.getResult(r * P + p), d,
+          for (int64_t p = 0; p < P; ++p) {
+            Value sum = kLoop.getResult(r * P + p);
+            if (t.outScale)
+              sum = arith::MulFOp::create(
+                  nb, l, sum,
+                  vector::BroadcastOp::create(nb, l, sum.getType(),
+                                              t.outScale));
+            d = writeVec(nb, l, sum, d,
                          {plus(nb, l, mb, r),
                           cIndex(nb, l, col + pieces[p].first)});
+          }
         scf::YieldOp::create(nb, l, d);
       });
   return mLoop.getResult(0);
@@ -289,7 +379,7 @@ Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
                   b.getIndexAttr(2 * Nt));
   Type bf16 = b.getBF16Type();
   return perHead(
-      b, loc, k, shape, sizes,
+      b, loc, k, shape, sizes, /*parallel=*/true,
       [&](OpBuilder &nb, Location l, Value src, Value dst) -> Value {
         Value c0 = cIndex(nb, l, 0), c1 = cIndex(nb, l, 1);
         Value np = tensor::DimOp::create(nb, l, src, 0);
@@ -324,30 +414,13 @@ Value packKeyPairs(OpBuilder &b, Location loc, Value k, int64_t Nt) {
       });
 }
 
-Value packValuePairs(OpBuilder &b, Location loc, Value v) {
+Value packValuePairs(OpBuilder &b, Location loc, Value v, bool parallel) {
   // Row pair (2 n2, 2 n2 + 1) interleaved into one packed row.
   int64_t Ev = cast<RankedTensorType>(v.getType()).getDimSize(3);
   auto [shape, sizes] =
       packedShape(b, loc, v, scaled(b, loc, dimOf(b, loc, v, 2), 1, 2),
                   b.getIndexAttr(2 * Ev));
-  auto rowT = VectorType::get({Ev}, b.getBF16Type());
-  return perHead(
-      b, loc, v, shape, sizes,
-      [&](OpBuilder &nb, Location l, Value src, Value dst) -> Value {
-        Value c0 = cIndex(nb, l, 0);
-        Value half = tensor::DimOp::create(nb, l, dst, 0);
-        auto rows = scf::ForOp::create(
-            nb, l, c0, half, cIndex(nb, l, 1), ValueRange{dst},
-            [&](OpBuilder &rb, Location l2, Value n2, ValueRange it) {
-              Value n = arith::MulIOp::create(rb, l2, n2, cIndex(rb, l2, 2));
-              Value r0 = readVec(rb, l2, src, ValueRange{n, c0}, rowT);
-              Value r1 =
-                  readVec(rb, l2, src, ValueRange{plus(rb, l2, n, 1), c0}, rowT);
-              Value w = vector::InterleaveOp::create(rb, l2, r0, r1);
-              scf::YieldOp::create(rb, l2, writeVec(rb, l2, w, it[0], {n2, c0}));
-            });
-        return rows.getResult(0);
-      });
+  return perHead(b, loc, v, shape, sizes, parallel, packRowPairs);
 }
 
 Value sliceKeyPairs(OpBuilder &b, Location loc, Value packed, Value bi,
@@ -364,6 +437,21 @@ Value sliceValuePairs(OpBuilder &b, Location loc, Value packed, Value bi,
   Value row = arith::DivUIOp::create(b, loc, n0, cIndex(b, loc, 2));
   return slicePairs(b, loc, packed, bi, hi, row, b.getIndexAttr(0), Nt / 2,
                     2 * Ev);
+}
+
+bool canUseAmx(int64_t m, int64_t k, int64_t n) {
+  return m > 0 && k > 0 && n > 0 && m % 16 == 0 && n % 16 == 0 && k % 32 == 0;
+}
+
+Value buildAmxProduct(OpBuilder &b, Location loc, Value lhs, Value rhs,
+                      Value acc) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr d1 = getAffineDimExpr(1, ctx), d2 = getAffineDimExpr(2, ctx);
+  AffineMap pairs =
+      AffineMap::get(3, 0, {d1.floorDiv(2), d2 * 2 + d1 % 2}, ctx);
+  Value r = buildGenericContraction(b, loc, lhs, rhs, pairs, acc);
+  r.getDefiningOp()->setAttr("flex.amx", b.getUnitAttr());
+  return r;
 }
 
 Value buildBf16DotKernel(OpBuilder &b, Location loc,

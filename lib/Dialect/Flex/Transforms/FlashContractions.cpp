@@ -7,8 +7,10 @@
 // K transposed, or, for few query rows and K as rows, the key-row dot
 // kernel (FlashKeyRowDots.cpp; one tree-summed dot product per (row,
 // key) where E or Nt is not a multiple of 16); for bf16 with pair-packed
-// K^T / V, the AVX512-BF16 dot kernel (FlashBf16Kernel.cpp). Otherwise
-// linalg.generic contractions.
+// K^T / V, the AVX512-BF16 dot kernel (FlashBf16Kernel.cpp), or with
+// `amx` (cfg.amx, tiles that fit) products marked for AMX tiles
+// (buildAmxProduct: S unscaled into the zeroed scratch; acc * corr, then
+// += bf16(P) . V). Otherwise linalg.generic contractions.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
@@ -93,11 +95,11 @@ static Value buildQKRows(OpBuilder &b, Location loc, Value q, Value k,
 /// the key loop reuse one buffer instead of allocating one each (its
 /// contents are undefined on entry, so bufferization sees no conflict).
 static Value scoreScratch(OpBuilder &b, Location loc, Operation *anchor,
-                          int64_t mt, int64_t nt) {
+                          int64_t mt, int64_t nt, Type elt = {}) {
   OpBuilder::InsertionGuard g(b);
   if (auto forall = anchor->getParentOfType<scf::ForallOp>())
     b.setInsertionPointToStart(forall.getBody());
-  return tensor::EmptyOp::create(b, loc, {mt, nt}, b.getF32Type());
+  return tensor::EmptyOp::create(b, loc, {mt, nt}, elt ? elt : b.getF32Type());
 }
 
 Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
@@ -106,8 +108,15 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
   int64_t mt = op.getTileRows(), nt = op.getTileKeys(), e = dimOf(q, 1);
   bool transposed = op.getTransposedKey();
   Value s = scoreScratch(b, loc, op, mt, nt);
-  if (op.getPairedKey())
+  if (op.getPairedKey()) {
+    if (cfg.amx && canUseAmx(mt, e, nt)) {
+      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+      Value s0 = linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{s})
+                     .getResult(0);
+      return buildAmxProduct(b, loc, q, k, s0);
+    }
     return buildBf16DotKernel(b, loc, {q, k, s, Value(), mt, e, nt});
+  }
   if (qkTileAppliesScale(op, cfg)) {
     Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
     if (!transposed)
@@ -139,9 +148,10 @@ Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,
                               Value acc, Value corr, bool pairedValue,
                               const FlashConfig &cfg) {
   int64_t mt = dimOf(p, 0), nt = dimOf(p, 1), ev = dimOf(acc, 1);
-  if (pairedValue)
+  bool amx = pairedValue && cfg.amx && canUseAmx(mt, nt, ev);
+  if (pairedValue && !amx)
     return buildBf16DotKernel(b, loc, {p, v, acc, corr, mt, nt, ev});
-  if (cfg.vectorize)
+  if (cfg.vectorize && !amx)
     return buildBroadcastFmaKernel(b, loc, {p, v, acc, corr, mt, nt, ev});
   MLIRContext *ctx = b.getContext();
   AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
@@ -156,6 +166,14 @@ Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,
                 nb, l, ValueRange{arith::MulFOp::create(nb, l, a[1], a[0])});
           })
           .getResult(0);
+  if (amx) {
+    // P rounded to bf16 (as the dot kernel does) into a per-row-tile
+    // scratch, then acc * corr += bf16(P) . V on AMX tiles.
+    Operation *anchor = b.getInsertionBlock()->getParentOp();
+    Value pb = roundRowsToBf16(
+        b, loc, p, scoreScratch(b, loc, anchor, mt, nt, b.getBF16Type()));
+    return buildAmxProduct(b, loc, pb, v, scaled);
+  }
   AffineExpr d1 = getAffineDimExpr(1, ctx), d2 = getAffineDimExpr(2, ctx);
   return buildGenericContraction(b, loc, p, v, AffineMap::get(3, 0, {d1, d2}, ctx),
                             scaled);

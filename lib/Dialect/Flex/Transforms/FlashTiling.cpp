@@ -140,9 +140,12 @@ FlashConfig mlir::flex::chooseFlashConfig(AttentionOp op,
   // rows keep the f32 kernels (packing would cost as much as the work).
   int64_t ev = op.getValueType().getDimSize(3);
   bool bf16 = op.getQueryType().getElementType().isBF16();
-  bool dot = requested.bf16Dot && bf16 && cfg.vectorize && !cfg.keyRows;
+  bool dot = (requested.bf16Dot || requested.amx) && bf16 && cfg.vectorize &&
+             !cfg.keyRows;
   cfg.pairedKey = dot && canUseBf16Dot(e, cfg.tileN);
   cfg.pairedValue = dot && canUseBf16Dot(cfg.tileN, ev);
+  // AMX for the paired products whose tiles fit (decided per product).
+  cfg.amx = requested.amx && dot;
   return cfg;
 }
 

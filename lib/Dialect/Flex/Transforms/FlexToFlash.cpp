@@ -72,6 +72,7 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
     FlashConfig requested = requestedFlashConfig(
         tileM, tileN, blockSparsity, denseClassify, fastExp, vectorize);
     requested.bf16Dot = bf16Dot;
+    requested.amx = amx;
     requested.parallelTasks = splitKeysTasks;
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });

@@ -16,6 +16,17 @@
 //         dV_j += P^T.dO, dK_j += dS^T.Q, dQ_i += dS.K } }
 //     dK, dV rows of block j += dK_j, dV_j }
 //
+// With bf16-dot (chooseFlashBackwardConfig sets pairedKey / pairedValue):
+// K^T, V^T and K rows are packed in bf16 pairs (the forward's packKeyPairs
+// / packValuePairs), each tile packs its Q and dO in pairs of query rows,
+// and the five contractions run on the vdpbf16ps kernel
+// (buildBf16ScoreProducts, buildBf16TransposedProductTile,
+// buildBf16RowProductTile in Backward/FlashBackwardBf16Dot.cpp) with P and
+// dS rounded to bf16. With amx (cfg.amx, the same layouts): the products
+// are linalg.generic ops marked flex.amx (Backward/FlashBackwardAmx.cpp),
+// AMX tile loops after bufferization (flex-amx-contractions), dK_j and
+// dV_j kept transposed.
+//
 // With capture gradients (lowerBackwardWithCapturePartials): each tile
 // scatter-adds the joint's contributions of its live pairs into its own
 // f32 partial buffer (a row of [numTiles, C + 1] per capture gradient, C
@@ -56,9 +67,22 @@ FailureOr<CapturePartialPlan>
 planCapturePartials(AttentionBackwardOp op, std::string *why = nullptr);
 
 /// Tile sizes (Mt query rows, Nt keys): 64 x 64 or the requested ones,
-/// shrunk to static M / N, nested in the BlockMask blocks.
+/// shrunk to static M / N, nested in the BlockMask blocks. With
+/// `requested.bf16Dot`, vectorize and bf16 query, key, value and grad_out
+/// whose five contractions pair up (backwardCanUseBf16Dot), pairedKey and
+/// pairedValue are set: the bf16 dot kernels (the forward's other kernel
+/// choices are cleared).
 FlashConfig chooseFlashBackwardConfig(AttentionBackwardOp op,
                                       FlashConfig requested);
+
+/// Do the five contractions of `op` with tiles Mt x Nt pair up for the bf16
+/// dot kernel (canUseBf16Dot of each: E, Ev, Mt, Nt even; E, Ev, Nt
+/// multiples of 4) with bf16 query, key, value and grad_out?
+bool backwardCanUseBf16Dot(AttentionBackwardOp op, int64_t tileM,
+                           int64_t tileN);
+/// ... and on AMX tiles (flex-amx-contractions: M, N multiples of 16, K of
+/// 32): bf16 as above, E, Ev, Mt, Nt multiples of 32.
+bool backwardCanUseAmx(AttentionBackwardOp op, int64_t tileM, int64_t tileN);
 
 /// Rough one-thread run time in microseconds (2.5x the forward's
 /// contractions at 150 GFLOP/s); nullopt for dynamic shapes.
@@ -78,11 +102,14 @@ BackwardRowStats buildBackwardRowStats(OpBuilder &b, Location loc,
 /// K and V for the key blocks, N padded with zeros to Np = ceil(N/Nt) Nt:
 /// K^T and V^T per block [Bkv, Hkv, Np/Nt, E|Ev, Nt] (the forward's
 /// buildKeyValueLayout, once with K and once with V as the "key"), K rows
-/// [Bkv, Hkv, Np, E] for dQ += dS.K.
+/// [Bkv, Hkv, Np, E] for dQ += dS.K. `paired` (cfg.pairedKey): bf16 pairs
+/// for the dot kernel, K^T and V^T [Bkv, Hkv, Np/Nt * E|Ev / 2, 2 Nt]
+/// (packKeyPairs), K rows [Bkv, Hkv, Np/2, 2 E] (packValuePairs).
 struct BackwardKeyValueLayout {
   Value sourceKey;
   Value keysT, valuesT, keyRows;
   Value kvLen, numBlocks;
+  bool paired = false;
 };
 BackwardKeyValueLayout buildBackwardKeyValueLayout(OpBuilder &b, Location loc,
                                                    Value key, Value value,
@@ -132,9 +159,23 @@ LogicalResult lowerBackwardWithCapturePartials(
 /// One (query block, key block) pair: global position, tiles of the
 /// operands ([Mt, E] q, [Mt, Ev] dO, [Mt] lse / delta, [E, Nt] K^T,
 /// [Ev, Nt] V^T, [Nt, E] K rows), valid rows / keys.
+/// With `bf16Dot` K^T, V^T and K rows are the pair-packed tiles
+/// ([E/2, 2 Nt], [Ev/2, 2 Nt], [Nt/2, 2 E]), `qPairs` / `doutPairs` the
+/// query block's Q and dO in pairs of rows ([Mt/2, 2 E|Ev]), and the bf16
+/// scratches take P^T and dS^T in pairs ([Mt/2, 2 Nt]) and dS ([Mt, Nt]).
 struct BackwardBlock {
   Value b, h, m0, n0, rows, kvLen;
   Value q, dout, lse, delta, keyT, valueT, keyRows;
+  bool bf16Dot = false;
+  Value qPairs, doutPairs;
+  Value pPairsScratch, dsPairsScratch, dsBf16Scratch;
+  /// AMX (with the pair-packed key tiles and bf16 scratches above): the
+  /// contractions are marked linalg.generic ops; S comes unscaled
+  /// (`scaleScores`: the score tile multiplies); dK_j, dV_j are kept
+  /// transposed ([E|Ev, Nt]: dV^T += dO^T . P with P as the pair-packed
+  /// rhs), `qT` / `doutT` the block's Q^T, dO^T ([E|Ev, Mt] bf16).
+  bool amx = false, scaleScores = false;
+  Value qT, doutT;
   /// i1: apply mask_mod (block not proved full); null: always (when the
   /// op has a mask_mod).
   Value maskWhen;
@@ -179,6 +220,35 @@ Value buildTransposedProductTile(OpBuilder &b, Location loc, Value lhs,
 Value buildRowProductTile(OpBuilder &b, Location loc, Value ds, Value k,
                           Value acc, const FlashConfig &cfg);
 
+/// The bf16 dot variants (blk.bf16Dot, Backward/FlashBackwardBf16Dot.cpp),
+/// products of bf16 on vdpbf16ps with f32 sums:
+/// S = scale Q.K^T and dP = dO.V^T with K^T / V^T pair-packed;
+std::pair<Value, Value> buildBf16ScoreProducts(OpBuilder &b, Location loc,
+                                               AttentionBackwardOp op,
+                                               const BackwardBlock &blk);
+/// acc[Nt, W] += bf16(lhs)^T . rhs, lhs [Mt, Nt] f32 (P or dS, rounded and
+/// packed in pairs of rows into `scratch` [Mt/2, 2 Nt] bf16), rhs the
+/// pair-packed [Mt/2, 2 W] dO or Q: dV_j and dK_j;
+Value buildBf16TransposedProductTile(OpBuilder &b, Location loc, Value lhs,
+                                     Value rhs, Value acc, Value scratch);
+/// acc[Mt, E] += bf16(ds) . k, ds [Mt, Nt] f32 (rounded into `scratch`
+/// [Mt, Nt] bf16), k the pair-packed K rows [Nt/2, 2 E]: dQ_i.
+Value buildBf16RowProductTile(OpBuilder &b, Location loc, Value ds, Value k,
+                              Value acc, Value scratch);
+
+/// The AMX variants (blk.amx, Backward/FlashBackwardAmx.cpp), each product
+/// a buildAmxProduct (FlashBf16Kernel.h):
+/// S = Q.K^T (unscaled) and dP = dO.V^T into the zero-filled scratch;
+std::pair<Value, Value> buildAmxScoreProducts(OpBuilder &b, Location loc,
+                                              const BackwardBlock &blk);
+/// dV_j^T += dO^T . bf16(P), dK_j^T += Q^T . bf16(dS), dQ_i += bf16(dS) . K
+/// (P, dS packed in pairs of query rows / rounded into the block's bf16
+/// scratch): (dQ_i, dK_j^T, dV_j^T).
+SmallVector<Value> buildAmxGradientProducts(OpBuilder &b, Location loc,
+                                            const BackwardBlock &blk, Value p,
+                                            Value ds, Value dq, Value dkT,
+                                            Value dvT);
+
 /// partials[j][idx] += value over the [Mt, Nt] contribution tiles (scf.for
 /// over the points, tensor.extract / insert; the discard slot absorbs the
 /// skipped points): the updated flat partials.
@@ -187,8 +257,8 @@ SmallVector<Value> buildCaptureScatterAdds(OpBuilder &b, Location loc,
                                            ValueRange partials);
 
 /// The whole block: the two score products, the score tile, the three
-/// gradient products and the capture scatter-adds; returns (dQ_i, dK_j,
-/// dV_j, partials...).
+/// gradient products (the bf16 dot variants with blk.bf16Dot) and the
+/// capture scatter-adds; returns (dQ_i, dK_j, dV_j, partials...).
 SmallVector<Value> buildBackwardBlock(OpBuilder &b, Location loc,
                                       AttentionBackwardOp op,
                                       const BackwardBlock &blk, Value dq,

@@ -52,6 +52,10 @@ struct FlashConfig {
   /// contractions that can use them (FlashBf16Kernel.h): Q.K^T with K^T in
   /// pairs of E, P.V with V in pairs of keys.
   bool bf16Dot = false, pairedKey = false, pairedValue = false;
+  /// The backward's contractions as linalg.generic ops marked `flex.amx`
+  /// (AMX tiles after bufferization, flex-amx-contractions): requested,
+  /// and chosen by chooseFlashBackwardConfig (with pairedKey / pairedValue).
+  bool amx = false;
   /// Parallel iterations wanted (about 4x the threads); decode ops with
   /// fewer (b, h) row tiles split their keys into chunks. 0: no split.
   int64_t parallelTasks = 0;

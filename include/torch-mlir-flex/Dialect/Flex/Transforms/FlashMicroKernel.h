@@ -25,12 +25,16 @@ namespace mlir::flex {
 /// With `accumulate` (no rowScale) init = dest[m, :]: dest += lhs . rhs.
 /// With `lhsTransposed` lhs is stored [reduction, rows] and read as its
 /// transpose (the backward's P^T.dO and dS^T.Q on the [Mt, Nt] tiles).
+/// `lhsScratch` (the bf16 dot kernel only, FlashBf16Kernel.h): the bf16
+/// tensor lhs is rounded into, [rows, reduction], or pair-packed into with
+/// `lhsTransposed`, [reduction / 2, 2 rows]; null: a fresh tensor.
 struct BroadcastFmaTiles {
   Value lhs, rhs, dest, rowScale;
   int64_t rows = 0, reduction = 0, width = 0;
   Value outScale = {};
   int64_t chunk = 0;
   bool accumulate = false, lhsTransposed = false;
+  Value lhsScratch = {};
 };
 
 /// Widest row (f32 elements) kept in registers as one chunk.

@@ -109,6 +109,11 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "bf16 inputs: Q.K^T and P.V on AVX512-BF16 dot products "
            "(x86vector.avx512.dot); only for CPUs with avx512_bf16">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "bf16 inputs: Q.K^T and P.V (pair-packed K^T / V as with bf16-dot) "
+           "as linalg.generic ops marked flex.amx where the tiles fit (AMX "
+           "tiles after bufferization, flex-amx-contractions); only for "
+           "CPUs with amx_bf16">,
     Option<"splitKeysTasks", "split-keys-tasks", "int64_t", /*default=*/"0",
            "Decode (M <= 4, static shapes) with fewer than this many (b, h) "
            "row tiles: split the key blocks into chunks computed in "
@@ -241,6 +246,21 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
 
     With `vectorize` the five contractions are the forward's broadcast-FMA
     micro-kernels (bf16 inputs are extended to f32 as they are read).
+    With `bf16-dot` and bf16 query, key, value and grad_out, when all five
+    pair up (E, Ev, Mt, Nt even; E, Ev, Nt multiples of 4), they run on
+    flex-to-flash's AVX512-BF16 dot kernel instead (`x86vector.avx512.dot`,
+    needs convert-vector-to-llvm{enable-x86vector} and a CPU with
+    avx512_bf16): Kᵀ and Vᵀ packed as bf16 pairs per key block
+    (`[Bkv, Hkv, Np/Nt · E/2, 2 Nt]`), K rows as pairs of keys
+    (`[Bkv, Hkv, Np/2, 2 E]`), each tile's Q and dO as pairs of query rows;
+    P and dS are rounded to bf16 before their products (Pᵀ and dSᵀ packed
+    in pairs of query rows), as torch's flex backward does; sums stay f32.
+    With `amx` (E, Ev and the tiles multiples of 32) the same layouts feed
+    AMX instead: the contractions are linalg.generic ops marked `flex.amx`
+    (bf16 lhs row-major, rhs in pairs) that flex-amx-contractions turns
+    into tile loops after bufferization; dK_j, dV_j are kept transposed
+    (dVᵀ += dOᵀ·P, dKᵀ += Qᵀ·dS, each tile's Qᵀ and dOᵀ transposed once)
+    and S is scaled in the score tile.
     Ops it cannot handle (memref operands, dynamic E/Ev, dynamic head
     counts without kv_group_size, capture gradients over the partial-buffer
     bound or of dynamic shape) are left for flex-to-loops after
@@ -259,6 +279,13 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
            "exp as inline polynomial (vectorizable) instead of math.exp">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
            "Contractions as vector micro-kernels instead of linalg.generic">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 inputs: the five contractions on AVX512-BF16 dot products "
+           "(x86vector.avx512.dot); only for CPUs with avx512_bf16">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "bf16 inputs: the five contractions as linalg.generic ops marked "
+           "flex.amx (AMX tiles after bufferization, flex-amx-contractions; "
+           "E, Ev, tiles multiples of 32); only for CPUs with amx_bf16">,
     Option<"serialBelowUs", "serial-below-us", "int64_t", /*default=*/"0",
            "Mark the scf.forall loops of an op with static shapes whose "
            "estimated one-thread time is below this many microseconds "
@@ -270,7 +297,8 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def FlexDecomposeAttentionBackwardTile
@@ -291,7 +319,13 @@ def FlexDecomposeAttentionBackwardTile
     Option<"tileN", "tile-n", "int64_t", /*default=*/"0",
            "Keys per block (0: 64, or N when smaller)">,
     Option<"vectorize", "vectorize", "bool", /*default=*/"true",
-           "Contractions as vector micro-kernels instead of linalg.generic">
+           "Contractions as vector micro-kernels instead of linalg.generic">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 inputs: the contractions on AVX512-BF16 dot products "
+           "(as flex-backward-to-flash's bf16-dot)">,
+    Option<"amx", "amx", "bool", /*default=*/"false",
+           "bf16 inputs: the contractions marked for AMX tiles (as "
+           "flex-backward-to-flash's amx)">
   ];
   let dependentDialects = ["::mlir::scf::SCFDialect",
                            "::mlir::arith::ArithDialect",
@@ -299,7 +333,8 @@ def FlexDecomposeAttentionBackwardTile
                            "::mlir::math::MathDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
@@ -690,6 +725,28 @@ def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
     The transpose and the extension are erased when nothing else reads them.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FlexAmxContractions : Pass<"flex-amx-contractions", "func::FuncOp"> {
+  let summary = "Bufferized bf16 tile contractions marked flex.amx -> AMX tiles";
+  let description = [{
+    flex-to-flash's and flex-backward-to-flash's `amx` mark their tile
+    contractions (unit attribute `flex.amx` on a linalg.generic over
+    (m, k, n) with lhs
+    `[M, K]` bf16 at (m, k), rhs the pair-packed `[K/2, 2 N]` bf16 at
+    (k floordiv 2, 2 n + k mod 2), dest `[M, N]` f32 at (m, n), body
+    dest += f32(lhs) * f32(rhs)). After bufferization each becomes AMX
+    tile loops: per 16 x 16 tile of dest, amx.tile_load of it, K / 32
+    tile_mulf (tdpbf16ps) of 16 x 32 lhs and rhs tiles, tile_store
+    (lowered by convert-vector-to-llvm{enable-amx}; needs a CPU with
+    amx_bf16 and, on Linux, the process's permission for AMX tile data,
+    which the Python backend requests). M and N must be multiples of 16,
+    K of 32, innermost strides 1; a marked op that does not fit is an
+    error. Unmarked ops are left alone.
+  }];
+  let dependentDialects = ["::mlir::amx::AMXDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def FlexMatmulToBlas : Pass<"flex-matmul-to-blas", "ModuleOp"> {

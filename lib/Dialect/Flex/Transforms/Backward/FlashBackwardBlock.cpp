@@ -12,7 +12,8 @@
 //   dQ_i += dS.K                        (buildRowProductTile: as P.V)
 //   capture partials[idx] += value      (buildCaptureScatterAdds: a loop
 //                                       over the tile's points)
-// Without `vectorize`, linalg.generic contractions.
+// Without `vectorize`, linalg.generic contractions; with bf16-dot the
+// contractions of FlashBackwardBf16Dot.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBackwardLowering.h"
@@ -122,6 +123,8 @@ static BackwardScores buildScores(OpBuilder &b, Location loc,
       ArrayRef<IteratorType>{par, par},
       [&](OpBuilder &nb, Location l, ValueRange a) {
         Value sv = a[0], dpv = a[1], lse = a[2], delta = a[3];
+        if (blk.scaleScores)
+          sv = arith::MulFOp::create(nb, l, sv, scale);
         Value i = linalg::IndexOp::create(nb, l, 0);
         Value j = linalg::IndexOp::create(nb, l, 1);
         Value ci = clampRows ? arith::MinSIOp::create(nb, l, i, lastRow)
@@ -328,6 +331,27 @@ SmallVector<Value> mlir::flex::buildBackwardBlock(
     OpBuilder &b, Location loc, AttentionBackwardOp op,
     const BackwardBlock &blk, Value dq, Value dk, Value dv,
     ValueRange partials, const FlashConfig &cfg) {
+  if (blk.amx) {
+    auto [s, dp] = buildAmxScoreProducts(b, loc, blk);
+    BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);
+    SmallVector<Value> r =
+        buildAmxGradientProducts(b, loc, blk, sc.p, sc.ds, dq, dk, dv);
+    llvm::append_range(r, buildCaptureScatterAdds(b, loc, sc, partials));
+    return r;
+  }
+  if (blk.bf16Dot) {
+    auto [s, dp] = buildBf16ScoreProducts(b, loc, op, blk);
+    BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);
+    dv = buildBf16TransposedProductTile(b, loc, sc.p, blk.doutPairs, dv,
+                                        blk.pPairsScratch);
+    dk = buildBf16TransposedProductTile(b, loc, sc.ds, blk.qPairs, dk,
+                                        blk.dsPairsScratch);
+    dq = buildBf16RowProductTile(b, loc, sc.ds, blk.keyRows, dq,
+                                 blk.dsBf16Scratch);
+    SmallVector<Value> r = {dq, dk, dv};
+    llvm::append_range(r, buildCaptureScatterAdds(b, loc, sc, partials));
+    return r;
+  }
   auto [s, dp] = buildBackwardScoreProducts(b, loc, op, blk, cfg);
   BackwardScores sc = buildBackwardScoreTile(b, loc, op, blk, s, dp, cfg);
   dv = buildTransposedProductTile(b, loc, sc.p, blk.dout, dv, cfg);

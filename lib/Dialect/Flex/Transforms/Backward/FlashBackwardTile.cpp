@@ -25,15 +25,24 @@
 // The tile owns grad_key / grad_value of its kv head and grad_query of its
 // G query heads: tiles never write the same element.
 //
+// With the bf16 dot kernels (cfg.pairedKey) the tile also packs its padded
+// Q and dO in pairs of query rows ([Bt, G, Mp/2, 2 E|Ev], loops inside the
+// tile) and reads the pair-packed key blocks of the layout. With AMX
+// (cfg.amx) it transposes Q and dO instead ([Bt, G, E|Ev, Mp], 16 x 16
+// vector blocks) and keeps dK_j, dV_j transposed ([E|Ev, Nt]), added into
+// the grad_key / grad_value rows through a transposed map.
+//
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBackwardLowering.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace mlir;
 using namespace mlir::flex;
@@ -129,6 +138,11 @@ static SmallVector<Value> scratches(OpBuilder &b, Location loc,
   return out;
 }
 
+using BodyFn = function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
+                                               ValueRange)>;
+static SmallVector<Value> forLoop(OpBuilder &b, Location loc, Value lb,
+                                  Value ub, ValueRange init, BodyFn body);
+
 namespace {
 /// What every block pair of one tile shares.
 struct BackwardTile {
@@ -138,6 +152,12 @@ struct BackwardTile {
   Value q, dout, lse, delta;              // [Bt, G, Mp, *]
   Value keysT, valuesT, keyRows, kb0, kh; // layout and the tile's place
   Value sS, sDp, sP, sDs, sDk, sDv;       // scratch
+  // bf16 dot kernels: Q, dO in pairs of rows [Bt, G, Mp/2, 2 *]; bf16
+  // scratch for P^T, dS^T pairs and dS.
+  bool dot = false, amx = false;
+  Value qPairs, doutPairs, sPPairs, sDsPairs, sDsBf16;
+  // AMX: Q^T, dO^T [Bt, G, E|Ev, Mp] bf16 (dK_j, dV_j kept transposed).
+  Value qT, doutT;
   // Capture gradients: contribution tiles (scratch) and static shapes.
   SmallVector<Value> contribValues, contribIndices;
   SmallVector<SmallVector<int64_t>> captureShapes;
@@ -163,6 +183,92 @@ static Value rowTile(OpBuilder &b, Location loc, Value src, Value bl, Value g,
       sizes, SmallVector<OpFoldResult>(t.getRank(), one));
 }
 
+/// [rows, Mt] tile at (bl, g, 0, m0) of a [Bt, G, rows, Mp] tensor.
+static Value columnTile(OpBuilder &b, Location loc, Value src, Value bl,
+                        Value g, Value m0, int64_t rows, int64_t mt) {
+  auto t = cast<RankedTensorType>(src.getType());
+  OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({rows, mt}, t.getElementType()), src,
+      ArrayRef<OpFoldResult>{bl, g, z, m0},
+      ArrayRef<OpFoldResult>{one, one, b.getIndexAttr(rows),
+                             b.getIndexAttr(mt)},
+      SmallVector<OpFoldResult>(4, one));
+}
+
+/// [B, G, M, W] -> a fresh [B, G, W, M] (M, W multiples of 16; into an
+/// alloc_tensor: separate tensor.empty ops of one shape would be merged by
+/// CSE, and Q^T and dO^T then share a buffer). Per 16 x 16 block: 16 row
+/// reads, a vector.transpose and 16 row writes (a linalg.transpose became
+/// element moves: 13% of an S=1024 D=128 backward).
+static Value transposeRows(OpBuilder &b, Location loc, Value src) {
+  constexpr int64_t kB = 16;
+  auto t = cast<RankedTensorType>(src.getType());
+  Type elt = t.getElementType();
+  SmallVector<int64_t> shape = {t.getDimSize(0), t.getDimSize(1),
+                                t.getDimSize(3), t.getDimSize(2)};
+  SmallVector<Value> dyn;
+  for (int64_t d : {0, 1, 3, 2})
+    if (t.isDynamicDim(d))
+      dyn.push_back(tensor::DimOp::create(b, loc, src, d));
+  Value init = bufferization::AllocTensorOp::create(
+      b, loc, RankedTensorType::get(shape, elt), dyn);
+  auto rowTy = VectorType::get({kB}, elt);
+  auto blockTy = VectorType::get({kB, kB}, elt);
+  Value c0 = cIdx(b, loc, 0), c1 = cIdx(b, loc, 1), step = cIdx(b, loc, kB);
+  Value pad = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
+  auto dim = [&](int64_t d) { return emitDim(b, loc, src, d); };
+  Value nb = dim(0), ng = dim(1), nm = dim(2), nw = dim(3);
+  auto plus = [&](OpBuilder &nb2, Location l, Value x, int64_t i) -> Value {
+    return i ? arith::AddIOp::create(nb2, l, x, cIdx(nb2, l, i)).getResult()
+             : x;
+  };
+  SmallVector<Value> res = forLoop(
+      b, loc, c0, nb, init,
+      [&](OpBuilder &bb, Location l, Value bi, ValueRange bIt) {
+        return forLoop(
+            bb, l, c0, ng, bIt,
+            [&](OpBuilder &gb, Location l2, Value gi, ValueRange gIt) {
+              auto mLoop = scf::ForOp::create(
+                  gb, l2, c0, nm, step, gIt,
+                  [&](OpBuilder &mb, Location l3, Value m0, ValueRange mIt) {
+                    auto wLoop = scf::ForOp::create(
+                        mb, l3, c0, nw, step, mIt,
+                        [&](OpBuilder &wb, Location l4, Value w0,
+                            ValueRange it) {
+                          Value block = arith::ConstantOp::create(
+                              wb, l4, DenseElementsAttr::get(
+                                          blockTy, wb.getZeroAttr(elt)));
+                          for (int64_t i = 0; i < kB; ++i) {
+                            Value row = vector::TransferReadOp::create(
+                                wb, l4, rowTy, src,
+                                ValueRange{bi, gi, plus(wb, l4, m0, i), w0},
+                                pad, ArrayRef<bool>{true});
+                            block =
+                                vector::InsertOp::create(wb, l4, row, block, i);
+                          }
+                          Value tr = vector::TransposeOp::create(
+                              wb, l4, block, ArrayRef<int64_t>{1, 0});
+                          Value out = it[0];
+                          for (int64_t j = 0; j < kB; ++j) {
+                            Value row = vector::ExtractOp::create(wb, l4, tr, j);
+                            out = vector::TransferWriteOp::create(
+                                      wb, l4, row, out,
+                                      ValueRange{bi, gi, plus(wb, l4, w0, j),
+                                                 m0},
+                                      ArrayRef<bool>{true})
+                                      .getResult();
+                          }
+                          scf::YieldOp::create(wb, l4, out);
+                        });
+                    scf::YieldOp::create(mb, l3, wLoop.getResults());
+                  });
+              return SmallVector<Value>(mLoop.getResults());
+            });
+      });
+  return res[0];
+}
+
 /// [rows, cols] block at (kb, kh, x, 0, 0) of a 5-d layout, or (kb, kh, x, 0)
 /// of a 4-d one.
 static Value layoutTile(OpBuilder &b, Location loc, Value src, Value kb,
@@ -183,18 +289,25 @@ static Value layoutTile(OpBuilder &b, Location loc, Value src, Value kb,
 }
 
 /// dst[kb, 0, n0 : n0 + valid, :] = init[...] + acc[0 : valid, :] (sum in
-/// f32, rounded once to dst's element type).
+/// f32, rounded once to dst's element type); `transposed`: acc is [W, Nt]
+/// and its columns are added.
 static Value addKeyRows(OpBuilder &b, Location loc, Value init, Value dst,
-                        Value acc, Value kb, Value n0, OpFoldResult valid) {
+                        Value acc, Value kb, Value n0, OpFoldResult valid,
+                        bool transposed = false) {
   auto dTy = cast<RankedTensorType>(dst.getType());
   int64_t w = dTy.getDimSize(3);
   OpFoldResult one = b.getIndexAttr(1), z = b.getIndexAttr(0);
   std::optional<int64_t> vs = getConstantIntValue(valid);
   int64_t rows = vs ? *vs : ShapedType::kDynamic;
+  SmallVector<int64_t> aShape = {rows, w};
+  SmallVector<OpFoldResult> aSizes = {valid, b.getIndexAttr(w)};
+  if (transposed) {
+    std::swap(aShape[0], aShape[1]);
+    std::swap(aSizes[0], aSizes[1]);
+  }
   Value a = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({rows, w}, b.getF32Type()), acc,
-      ArrayRef<OpFoldResult>{z, z}, ArrayRef<OpFoldResult>{valid, b.getIndexAttr(w)},
-      ArrayRef<OpFoldResult>{one, one});
+      b, loc, RankedTensorType::get(aShape, b.getF32Type()), acc,
+      ArrayRef<OpFoldResult>{z, z}, aSizes, ArrayRef<OpFoldResult>{one, one});
   SmallVector<OpFoldResult> offs = {kb, z, n0, z},
                             sizes = {one, one, valid, b.getIndexAttr(w)},
                             strides(4, one);
@@ -202,13 +315,17 @@ static Value addKeyRows(OpBuilder &b, Location loc, Value init, Value dst,
   Value d = tensor::ExtractSliceOp::create(b, loc, sliceTy, init, offs, sizes,
                                            strides);
   AffineMap id = AffineMap::getMultiDimIdentityMap(2, b.getContext());
+  AffineMap aMap =
+      transposed ? AffineMap::getPermutationMap(ArrayRef<unsigned>{1, 0},
+                                                b.getContext())
+                 : id;
   Type elt = dTy.getElementType();
   Value out = tensor::ExtractSliceOp::create(b, loc, sliceTy, dst, offs, sizes,
                                              strides);
   Value sum =
       linalg::GenericOp::create(
           b, loc, TypeRange{sliceTy}, ValueRange{a, d}, ValueRange{out},
-          ArrayRef<AffineMap>{id, id, id},
+          ArrayRef<AffineMap>{aMap, id, id},
           ArrayRef<IteratorType>{IteratorType::parallel,
                                  IteratorType::parallel},
           [&](OpBuilder &nb, Location l, ValueRange x) {
@@ -264,6 +381,22 @@ static SmallVector<Value> buildPairStep(OpBuilder &b, Location loc,
     if (cls.full && t.op.hasMaskMod())
       blk.maskWhen = arith::XOrIOp::create(
           b, loc, cls.full, arith::ConstantIntOp::create(b, loc, 1, 1));
+    if (t.dot) {
+      blk.bf16Dot = !t.amx;
+      blk.amx = blk.scaleScores = t.amx;
+      if (t.amx) {
+        blk.qT = columnTile(b, loc, t.qT, bl, g, m0, t.e, t.mt);
+        blk.doutT = columnTile(b, loc, t.doutT, bl, g, m0, t.ev, t.mt);
+      } else {
+        blk.qPairs =
+            sliceValuePairs(b, loc, t.qPairs, bl, g, m0, t.mt, t.e);
+        blk.doutPairs =
+            sliceValuePairs(b, loc, t.doutPairs, bl, g, m0, t.mt, t.ev);
+      }
+      blk.pPairsScratch = t.sPPairs;
+      blk.dsPairsScratch = t.sDsPairs;
+      blk.dsBf16Scratch = t.sDsBf16;
+    }
     blk.sScratch = t.sS;
     blk.dpScratch = t.sDp;
     blk.pScratch = t.sP;
@@ -299,8 +432,6 @@ static SmallVector<Value> buildPairStep(OpBuilder &b, Location loc,
   return SmallVector<Value>(ifOp.getResults());
 }
 
-using BodyFn = function_ref<SmallVector<Value>(OpBuilder &, Location, Value,
-                                               ValueRange)>;
 static SmallVector<Value> forLoop(OpBuilder &b, Location loc, Value lb,
                                   Value ub, ValueRange init, BodyFn body) {
   auto loop = scf::ForOp::create(
@@ -408,6 +539,16 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
     t.kb0 = zero;
     t.kh = zero;
   }
+  t.dot = cfg.pairedKey && cfg.pairedValue;
+  t.amx = t.dot && cfg.amx;
+  if (layout->paired != t.dot)
+    return tile.emitOpError("the key/value layout is ")
+           << (layout->paired ? "" : "not ")
+           << "packed in bf16 pairs but the tile's kernels need it "
+           << (t.dot ? "" : "not ") << "packed";
+  if (t.dot && (t.mt % 2 || t.nt % 2))
+    return tile.emitOpError("bf16 dot kernels need even tile sizes, got ")
+           << t.mt << " x " << t.nt;
   t.keysT = layout->keysT;
   t.valuesT = layout->valuesT;
   t.keyRows = layout->keyRows;
@@ -433,9 +574,28 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
       t.captureShapes.emplace_back(
           cast<RankedTensorType>(grad.getType()).getShape());
   }
-  SmallVector<Value> acc = scratches(b, loc, tile, {{t.nt, t.e}, {t.nt, t.ev}});
+  // dK_j, dV_j: [Nt, E|Ev], transposed with AMX.
+  SmallVector<Value> acc =
+      t.amx ? scratches(b, loc, tile, {{t.e, t.nt}, {t.ev, t.nt}})
+            : scratches(b, loc, tile, {{t.nt, t.e}, {t.nt, t.ev}});
   t.sDk = acc[0];
   t.sDv = acc[1];
+  if (t.dot) {
+    SmallVector<Value> bf = scratches(
+        b, loc, tile,
+        {{t.mt / 2, 2 * t.nt}, {t.mt / 2, 2 * t.nt}, {t.mt, t.nt}},
+        b.getBF16Type());
+    t.sPPairs = bf[0];
+    t.sDsPairs = bf[1];
+    t.sDsBf16 = bf[2];
+  }
+  if (t.amx) {
+    t.qT = transposeRows(b, loc, t.q);
+    t.doutT = transposeRows(b, loc, t.dout);
+  } else if (t.dot) {
+    t.qPairs = packValuePairs(b, loc, t.q, /*parallel=*/false);
+    t.doutPairs = packValuePairs(b, loc, t.dout, /*parallel=*/false);
+  }
 
   // dQ accumulator: f32, padded rows; the init itself when that is both.
   Value dqAcc = tile.getGradQuery();
@@ -510,12 +670,21 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
                   jb, l2,
                   arith::AddIOp::create(jb, l2, n0, cIdx(jb, l2, t.nt - 1)),
                   lastKey);
-              Value keyT =
-                  layoutTile(jb, l2, t.keysT, kbG, t.kh, j, t.e, t.nt);
-              Value valueT =
-                  layoutTile(jb, l2, t.valuesT, kbG, t.kh, j, t.ev, t.nt);
-              Value keyRows =
-                  layoutTile(jb, l2, t.keyRows, kbG, t.kh, n0, t.nt, t.e);
+              Value keyT, valueT, keyRows;
+              if (t.dot) {
+                keyT = sliceKeyPairs(jb, l2, t.keysT, kbG, t.kh, n0, t.e,
+                                     t.nt);
+                valueT = sliceKeyPairs(jb, l2, t.valuesT, kbG, t.kh, n0, t.ev,
+                                       t.nt);
+                keyRows = sliceValuePairs(jb, l2, t.keyRows, kbG, t.kh, n0,
+                                          t.nt, t.e);
+              } else {
+                keyT = layoutTile(jb, l2, t.keysT, kbG, t.kh, j, t.e, t.nt);
+                valueT =
+                    layoutTile(jb, l2, t.valuesT, kbG, t.kh, j, t.ev, t.nt);
+                keyRows =
+                    layoutTile(jb, l2, t.keyRows, kbG, t.kh, n0, t.nt, t.e);
+              }
               Value f0 = arith::ConstantOp::create(jb, l2,
                                                    jb.getF32FloatAttr(0));
               Value dk0 = linalg::FillOp::create(jb, l2, ValueRange{f0},
@@ -552,9 +721,9 @@ LogicalResult mlir::flex::decomposeAttentionBackwardTile(
                                 arith::SubIOp::create(jb, l2, t.kvLen, n0))
                                 .getResult());
               Value dk = addKeyRows(jb, l2, dkInit, jIt[1], acc[1], kbl, n0,
-                                    valid);
+                                    valid, t.amx);
               Value dv = addKeyRows(jb, l2, dvInit, jIt[2], acc[2], kbl, n0,
-                                    valid);
+                                    valid, t.amx);
               SmallVector<Value> next = {acc[0], dk, dv};
               llvm::append_range(next, ArrayRef<Value>(acc).drop_front(3));
               return next;

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBackwardLowering.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashBf16Kernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -78,9 +79,39 @@ FlashConfig mlir::flex::chooseFlashBackwardConfig(AttentionBackwardOp op,
   chooseTileSizes(cfg, op.getQueryType().getDimSize(2),
                   op.getKeyType().getDimSize(2), op.getBlockSizes());
   cfg.headsPerTile = 1;
-  cfg.keyRows = cfg.pairedKey = cfg.pairedValue = cfg.bf16Dot = false;
+  cfg.keyRows = false;
   cfg.keyChunks = 1;
+  cfg.amx = requested.amx && cfg.vectorize &&
+            backwardCanUseAmx(op, cfg.tileM, cfg.tileN);
+  cfg.pairedKey = cfg.pairedValue =
+      cfg.amx || (requested.bf16Dot && cfg.vectorize &&
+                  backwardCanUseBf16Dot(op, cfg.tileM, cfg.tileN));
   return cfg;
+}
+
+bool mlir::flex::backwardCanUseAmx(AttentionBackwardOp op, int64_t tileM,
+                                   int64_t tileN) {
+  if (!backwardCanUseBf16Dot(op, tileM, tileN))
+    return false;
+  int64_t e = op.getQueryType().getDimSize(3),
+          ev = op.getValueType().getDimSize(3);
+  return e % 32 == 0 && ev % 32 == 0 && tileM % 32 == 0 && tileN % 32 == 0;
+}
+
+bool mlir::flex::backwardCanUseBf16Dot(AttentionBackwardOp op, int64_t tileM,
+                                       int64_t tileN) {
+  for (Value v : {op.getQuery(), op.getKey(), op.getValue(), op.getGradOut()})
+    if (!cast<ShapedType>(v.getType()).getElementType().isBF16())
+      return false;
+  int64_t e = op.getQueryType().getDimSize(3),
+          ev = op.getValueType().getDimSize(3);
+  if (ShapedType::isDynamic(e) || ShapedType::isDynamic(ev))
+    return false;
+  // S and dP (reductions E, Ev over rows of Nt), dV and dK (Mt over Ev,
+  // E), dQ (Nt over E).
+  return canUseBf16Dot(e, tileN) && canUseBf16Dot(ev, tileN) &&
+         canUseBf16Dot(tileM, ev) && canUseBf16Dot(tileM, e) &&
+         canUseBf16Dot(tileN, e);
 }
 
 std::optional<double>
@@ -165,16 +196,22 @@ BackwardKeyValueLayout
 mlir::flex::buildBackwardKeyValueLayout(OpBuilder &b, Location loc, Value key,
                                         Value value, const FlashConfig &cfg) {
   FlashConfig c = cfg;
-  c.keyRows = c.pairedKey = c.pairedValue = false;
+  bool paired = cfg.pairedKey && cfg.pairedValue;
+  c.keyRows = false;
+  c.pairedKey = paired;
+  c.pairedValue = false;
   // K^T per block with V rows padded alongside (unused), then V^T per
   // block with K rows padded: the forward's layout, no peeled tails.
+  // Paired: K^T, V^T in pairs of E, K rows in pairs of keys.
   KeyValueLayout kLay = buildKeyValueLayout(b, loc, key, value, c, false);
+  c.pairedValue = paired;
   KeyValueLayout vLay = buildKeyValueLayout(b, loc, value, key, c, false);
   // K^T and V^T are written into tensor.empty destinations of one shape
   // when E == Ev, which CSE merges; empty-tensor elimination then let both
   // transposes write one buffer (dV was wrong for MQA). Distinct
-  // allocations instead (alloc_tensor is not merged).
-  for (Value laid : {kLay.keys, vLay.keys}) {
+  // allocations instead (alloc_tensor is not merged); the paired K rows
+  // too (their shape is K^T's pairs' when E == Nt).
+  for (Value laid : {kLay.keys, vLay.keys, vLay.values}) {
     auto forall = laid.getDefiningOp<scf::ForallOp>();
     if (!forall)
       continue;
@@ -194,6 +231,7 @@ mlir::flex::buildBackwardKeyValueLayout(OpBuilder &b, Location loc, Value key,
   lay.keyRows = vLay.values;
   lay.kvLen = kLay.kvLen;
   lay.numBlocks = kLay.numBlocks;
+  lay.paired = paired;
   return lay;
 }
 

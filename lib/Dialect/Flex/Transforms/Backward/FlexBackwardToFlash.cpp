@@ -14,6 +14,7 @@
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
 namespace mlir::flex {
 #define GEN_PASS_DEF_FLEXBACKWARDTOFLASH
@@ -67,6 +68,8 @@ struct FlexBackwardToFlashPass
     }
     FlashConfig requested = requestedFlashConfig(
         tileM, tileN, blockSparsity, denseClassify, fastExp, vectorize);
+    requested.bf16Dot = bf16Dot;
+    requested.amx = amx;
     SmallVector<AttentionBackwardOp> ops;
     getOperation().walk([&](AttentionBackwardOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());
@@ -107,6 +110,8 @@ struct DecomposeAttentionBackwardTilePass
       requested.tileM = tileM;
       requested.tileN = tileN;
       requested.vectorize = vectorize;
+      requested.bf16Dot = bf16Dot;
+      requested.amx = amx;
       FlashConfig cfg = chooseFlashBackwardConfig(op, requested);
       if (failed(decomposeAttentionBackwardTile(rewriter, op, cfg, nullptr,
                                                 nullptr)))

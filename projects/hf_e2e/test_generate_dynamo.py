@@ -91,3 +91,19 @@ def test_compilations_do_not_grow_with_tokens(cache, most):
     assert counts[0] == counts[1], counts
     if most is not None:
         assert counts[1] <= most, counts
+
+
+def test_static_cache_after_a_shorter_generate():
+    """generate(1) then generate(32) with a static cache in one process (the
+    serving benchmark's order and model: a new cache, a recompilation):
+    tokens equal the uncompiled model's. A scatter lowering that updated
+    temporaries in place gave other tokens from the second on."""
+    from benchmarks.serve.child import _generate as serve_generate
+    from benchmarks.serve.configs import ServeConfig, build
+
+    model, ids, mask = build(ServeConfig("tiny", "f32", 1, 128))
+    want = serve_generate(model, ids, mask, 32, False)
+    torch._dynamo.reset()
+    model.forward = torch.compile(model.forward, backend="torch_mlir_flex")
+    serve_generate(model, ids, mask, 1, True)
+    assert torch.equal(serve_generate(model, ids, mask, 32, True), want)

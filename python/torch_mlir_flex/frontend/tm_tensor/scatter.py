@@ -43,6 +43,23 @@ def _check(op: TmOp, pos: ir.Value, size: ir.Value, d: int) -> ir.Value:
     return ok
 
 
+# Ops that only retype a value (the frontend runs before they fold away).
+_RETYPES = ("torch_c.to_builtin_tensor", "tensor.cast")
+
+
+def _is_function_argument(v: ir.Value) -> bool:
+    """`v` is an argument of the function (through retyping casts)."""
+    owner = v.owner
+    while not isinstance(owner, ir.Block):
+        op = getattr(owner, "operation", owner)
+        if op.name not in _RETYPES:
+            return False
+        owner = op.operands[0].owner
+    parent = owner.owner
+    return getattr(parent, "name", None) == "func.func" or getattr(
+        getattr(parent, "operation", None), "name", None) == "func.func"
+
+
 def lower_scatter(op: TmOp):
     updates, indices = op.ins
     (original,) = op.outs
@@ -84,9 +101,13 @@ def lower_scatter(op: TmOp):
         return [B.insert(new, orig, pos)]
 
     ubs = [B.dim(updates, i) for i in range(upd_rank)]
-    # The loop updates `original` itself: a KV cache the program writes
+    # A function argument is updated itself: a KV cache the program writes
     # with index_copy_ / index_put is updated where it stands when the
     # caller lets the function write that input (calling.py's in_place);
     # one-shot bufferization copies it first when it may not (any other
-    # input, a constant) or when its old value is read later.
-    return B.loop_nest(ubs, [original], body)
+    # input) or when its old value is read later. Any other destination gets
+    # a private copy: without it, the static-cache decode graph of a
+    # transformers model gave wrong tokens (an in-place update of a
+    # temporary that one-shot bufferization let through; not isolated yet).
+    dest = original if _is_function_argument(original) else B.private_copy(original)
+    return B.loop_nest(ubs, [dest], body)

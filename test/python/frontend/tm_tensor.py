@@ -58,11 +58,11 @@ show("sort_desc", lambda x: torch.sort(x, dim=1, descending=True), torch.randn(4
 # index_put with accumulate: the update combines with the current element;
 # negative indices wrap, positions are checked, and an update whose check
 # fails writes nothing outside (element 0 gets its own value back). The
-# loop starts from the destination itself (bufferization decides on a copy).
+# destination, a constant here, gets a private copy.
 # CHECK-LABEL: func.func @index_put_acc(
 # CHECK-NOT:     tm_tensor
-# CHECK-NOT:     alloc_tensor
-# CHECK:         scf.for
+# CHECK:         %[[D:.*]] = bufferization.alloc_tensor() copy(%{{.*}}) : tensor<5xf32>
+# CHECK:         scf.for {{.*}} iter_args(%{{.*}} = %[[D]])
 # CHECK:           %[[IDX:.*]] = arith.index_cast %{{.*}} : i64 to index
 # CHECK:           %[[NEG:.*]] = arith.cmpi slt, %[[IDX]], %{{.*}} : index
 # CHECK:           %[[W:.*]] = arith.select %[[NEG]]
@@ -76,6 +76,16 @@ show("sort_desc", lambda x: torch.sort(x, dim=1, descending=True), torch.randn(4
 # CHECK:           tensor.insert %[[V]] into %{{.*}}[%[[P]]] : tensor<5xf32>
 show("index_put_acc", lambda v, i: torch.zeros(5).index_put((i,), v, accumulate=True),
      torch.randn(4), torch.tensor([0, 1, -1, 3]))
+
+# A function argument as the destination (a KV cache updated in place): the
+# loop starts from it; bufferization copies it unless the caller lets the
+# function write it (backend/calling.py's in_place).
+# CHECK-LABEL: func.func @index_put_argument(
+# CHECK-SAME:    %[[ARG:[a-z0-9]+]]: tensor<6xf32>
+# CHECK-NOT:     alloc_tensor
+# CHECK:         scf.for {{.*}} iter_args(%{{.*}} = %[[ARG]])
+show("index_put_argument", lambda buf, v, i: buf.index_put((i,), v), torch.zeros(6), torch.randn(2),
+     torch.tensor([1, 4]))
 
 # histc: decomposed (bin = trunc((x - min) * bins / (max - min)), last bin
 # for max, out-of-range ignored), counted by an accumulating scatter.

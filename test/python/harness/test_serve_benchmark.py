@@ -27,13 +27,14 @@ def test_child_reports_a_compiled_generate(tmp_path):
 
 def test_table_marks_errors_and_token_agreement():
     ok = dict(first_s=1.0, ttft_ms=2.0, ms_per_token=1.0, bytes_per_token=10**6, tokens=[[5, 6]])
-    rows = [{"config": "tiny", "results": {
+    rows = [{"config": "tiny", "bandwidth": 10.0, "results": {
         "eager": {"error": "RuntimeError: no"},
         "inductor": dict(ok, ms_per_token=2.0),
         "ours": ok,
         "ours-static": dict(ok, tokens=[[5, 7]]),
+        "ours-api": dict(ok, ms_per_token=0.5, first_s=0.5),
     }}]
-    table = serve.markdown(rows, bandwidth=10.0)
+    table = serve.markdown(rows)
     lines = {l.split("|")[2].strip(): l for l in table.splitlines() if l.startswith("| tiny")}
     assert "| 0.50 |" in lines["ours"] and lines["ours"].rstrip().endswith("| yes |")
     assert lines["ours-static"].rstrip().endswith("| no |")
@@ -41,3 +42,24 @@ def test_table_marks_errors_and_token_agreement():
     # 1 MB per token at 1 ms/token over 10 GB/s: 10 % of the limit.
     assert "| 10 |" in lines["ours"]
     json.dumps(rows)
+
+
+def test_targets_from_rows():
+    """The issue's targets evaluated on a row: ratios to inductor, eager graphs."""
+    from benchmarks.readme import format_targets
+    from benchmarks.serve.targets import evaluate
+
+    ok = dict(first_s=1.0, ttft_ms=2.0, ms_per_token=1.0, bytes_per_token=10**6, tokens=[[5, 6]])
+    rows = [{"config": "tiny f32 B=1 P=128", "bandwidth": 10.0, "results": {
+        "inductor": dict(ok, ms_per_token=2.0, first_s=4.0),
+        "ours": dict(ok, graphs={"eager": 0, "compiled": 3}),
+        "ours-api": dict(ok, ms_per_token=0.5),
+    }}]
+    found = {name: value for name, _, _, value, _ in evaluate(rows)}
+    assert found["decode ms/token, ours-api / inductor (tiny Llama)"] == 0.25
+    assert found["decode ms/token, ours-api / inductor (0.5B shape)"] is None
+    assert found["model.generate + torch.compile(backend=ours): graphs run in eager"] == 0.0
+    assert found["model.generate + torch.compile(backend=ours): ms/token / inductor's"] == 0.5
+    assert found["first token in a new process, empty cache: ours-api / inductor"] == 0.25
+    table = format_targets(evaluate(rows))
+    assert table.count("| pass |") == 4 and table.count("| not run |") == 2

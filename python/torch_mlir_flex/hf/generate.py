@@ -62,7 +62,6 @@ class CompiledGenerator:
 
     def _compile(self, length: int):
         from .. import compile as flex_compile
-        from .patches import export_patches
 
         B, C = self.batch_size, self.max_cache_len
         ids = torch.zeros(B, length, dtype=torch.long)
@@ -72,7 +71,8 @@ class CompiledGenerator:
         was_training = self.model.training
         self._step.eval()  # the model too
         try:
-            with torch.no_grad(), export_patches(caller_gave_position_ids=True):
+            # compile() applies hf.compile's export fixes itself (patches_for).
+            with torch.no_grad():
                 return flex_compile(self._step, (ids, mask, pos, slots, *self.cache), backend=self.backend,
                                     opt_level=self.opt_level)
         finally:

@@ -11,7 +11,9 @@ compare calls made under the same load. Those interleaved medians are the
 table's forward times. Outputs are compared with
 eager's (max abs error over max abs value). Prints a markdown table and
 writes it to benchmarks/results/models.md; `--readme` also replaces the
-README's "Whole-model benchmark" section.
+README's "Whole-model benchmark" section. Rows accumulate in
+benchmarks/results/models.json: a configuration run again (`--only`)
+replaces its row, the others keep theirs (each row says when it ran).
 """
 
 import argparse
@@ -79,7 +81,35 @@ def main(argv=None):
     rows = []
     for cfg in configs:
         rows.append(run_config(cfg, args.reps, args.timeout, log))
+    rows, gemm_rows = _merged(rows, gemm_rows)
     _write(markdown(rows, gemm_rows), args.readme)
+
+
+RESULTS = os.path.join(ROOT, "benchmarks", "results", "models.json")
+
+
+def _merged(rows, gemm_rows):
+    """`rows` over those of earlier runs (benchmarks/results/models.json): a
+    configuration run now replaces its whole row (its ratios stay from one
+    run); the others are kept, in the order of configs.py; the matmul rows
+    of the last run that measured them."""
+    import datetime
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    saved, saved_gemm = {}, None
+    if os.path.exists(RESULTS):
+        with open(RESULTS) as f:
+            data = json.load(f)
+        saved = {r["config"]: r for r in data.get("rows", [])}
+        saved_gemm = data.get("gemm")
+    saved.update({r["config"]: dict(r, run=now) for r in rows})
+    order = [c.name for c in DEFAULT + LONG]
+    merged = sorted(saved.values(), key=lambda r: order.index(r["config"]) if r["config"] in order else len(order))
+    gemm_rows = gemm_rows or saved_gemm
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump({"rows": merged, "gemm": gemm_rows}, f)
+    return merged, gemm_rows
 
 
 def parse_log(path):

@@ -38,7 +38,7 @@ def forward_ms(res, impl):
 def results_table(rows):
     head = ("| config | GFLOP | eager ms | inductor ms | ours ms | ours/eager | ours/inductor | "
             "ours GFLOP/s | compile s: inductor / ours cold / ours cached | peak RSS MiB (weights): "
-            "eager / inductor / ours | ours rel. error |")
+            "eager / inductor / ours | ours rel. error | run (UTC) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         res = r["results"]
@@ -58,7 +58,8 @@ def results_table(rows):
             f"{_f(r['gflop'] / ms['ours'] * 1e3 if ms['ours'] else None, '.0f')} | "
             f"{' / '.join(_f(c) for c in comp)} | "
             f"{' / '.join(_f(x, '.0f') for x in rss)} ({_f(w, '.0f')}) | "
-            f"{_f(res.get('ours', {}).get('rel_error'), '.1e')}{' — ' + '; '.join(errs) if errs else ''} |")
+            f"{_f(res.get('ours', {}).get('rel_error'), '.1e')}{' — ' + '; '.join(errs) if errs else ''} | "
+            f"{r.get('run', '—')} |")
     return "\n".join(lines)
 
 
@@ -102,7 +103,8 @@ def markdown(rows, gemm_rows=None):
              "of calls timed in alternating rounds (eager, inductor, ours) in one process, after a warm-up "
              "call; compile times and peak RSS come from one process per implementation, one after another. Compile: inductor's is its first call; ours cold has an empty compile cache, "
              "cached is a new process on that cache. Peak RSS: over the process before the model was "
-             "built (weights included).", "", results_table(rows), ""]
+             "built (weights included). Rows accumulate in benchmarks/results/models.json (`--only` "
+             "re-runs some); each row's ratios come from one run, dated in its last column.", "", results_table(rows), ""]
     if gemm_rows:
         from .gemm import gemm_table
 

@@ -6,7 +6,10 @@ Import this package before `torch_mlir` (see `_load_order`). Entry points:
   into Torch-dialect IR (importer/);
 - `compile(model, example_args, backend=...)`: Torch IR -> linalg with flex
   outlined (frontend/) -> `flex.attention` -> loops or tiled code -> LLVM JIT
-  (backend/).
+  (backend/);
+- `hf.compile`, `hf.generator` (transformers models), `dynamo` (the
+  `torch.compile` backend "torch_mlir_flex"): submodules imported on first
+  use.
 """
 
 from . import _load_order  # noqa: F401  (must stay first)
@@ -26,4 +29,9 @@ def __getattr__(name):
         from . import backend
 
         return getattr(backend, name)
+    if name in ("hf", "dynamo", "log", "backend", "frontend", "importer"):
+        # `torch_mlir_flex.hf.compile(...)` after `import torch_mlir_flex`.
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'torch_mlir_flex' has no attribute {name!r}")

@@ -88,8 +88,9 @@ class SharedObjectEngine:
     invoke = execution_engine.ExecutionEngine.invoke
 
 
-def engine_for(module, opt_level: int = 2, shared_libs=()):
-    """An ExecutionEngine for `module`, or the cached equivalent."""
+def engine_for(module, opt_level: int = 2, shared_libs=(), entry=None):
+    """An ExecutionEngine for `module`, or the cached equivalent. `entry`:
+    the symbol that calls look up (its packed wrapper `_mlir_<entry>`)."""
     shared_libs = list(shared_libs)
     if not enabled():
         return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
@@ -108,7 +109,7 @@ def engine_for(module, opt_level: int = 2, shared_libs=()):
             _remove(path)
     stats["misses"] += 1
     engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
-    _store(engine, path, shared_libs)
+    _store(engine, path, shared_libs, entry)
     return engine
 
 
@@ -116,7 +117,7 @@ def _linker():
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
-def _store(engine, path: str, shared_libs) -> None:
+def _store(engine, path: str, shared_libs, entry=None) -> None:
     cc = _linker()
     if cc is None:
         log.debug("compile cache: no C compiler to link entries with; not storing")
@@ -126,6 +127,12 @@ def _store(engine, path: str, shared_libs) -> None:
         os.makedirs(directory, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=directory) as tmp:
             obj, lib = os.path.join(tmp, "entry.o"), os.path.join(tmp, "entry.so")
+            # Compiles the module now, through the entry: dump_to_object_file
+            # on a not yet compiled engine looks up the packed wrapper of
+            # every function instead, and LLVM aborts the process on those
+            # of internal functions (which have none).
+            if entry is None or not engine.raw_lookup(entry):
+                raise OSError(f"no entry symbol {entry!r} to compile the module through")
             engine.dump_to_object_file(obj)
             # The JIT's objects use the large code model (absolute 64-bit
             # relocations): fine in a shared library, as text relocations.

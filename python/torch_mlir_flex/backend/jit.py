@@ -72,6 +72,11 @@ class JitFunction:
             self._in_place = dict(in_place or {})
             to_destination_passing(module, func_name, self._in_place)
             func.attributes["llvm.emit_c_interface"] = ir.UnitAttr.get()
+            # Called through its C interface wrapper only: internal, the
+            # JIT generates no packed wrapper `_mlir_<name>` for it, a call
+            # passing every descriptor field (~2000 arguments for a 24-layer
+            # model's weights: 5 s of instruction selection).
+            func.attributes["llvm.linkage"] = ir.Attribute.parse("#llvm.linkage<internal>")
             text = get_pipeline(pipeline) if "(" not in pipeline else pipeline
             if "enable-amx" in text:
                 from .cpu_features import request_amx_permission
@@ -94,7 +99,8 @@ class JitFunction:
             _check_external_symbols(module, libs)
             try:
                 self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
-                    module, opt_level=opt_level, shared_libs=libs)
+                    module, opt_level=opt_level, shared_libs=libs,
+                    entry=f"_mlir_ciface_{func_name}")
             except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express
                 raise FlexBackendError(
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "

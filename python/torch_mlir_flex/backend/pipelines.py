@@ -71,6 +71,10 @@ TO_LLVM = ",".join(
         # have no LLVM lowering: polynomial approximations / expansions.
         "flex-expand-math",
         *BF16_EXPAND,
+        # One private function per top-level loop nest, identical ones
+        # merged: LLVM's O2 time is quadratic in the loops of a function
+        # (a whole model's), and a model's layers repeat the same nests.
+        "flex-outline-loops",
         "convert-scf-to-cf",
         "convert-math-to-llvm",
         "convert-arith-to-llvm",

@@ -30,6 +30,8 @@ static sgemm_fn g_sgemm;
 static bf16_gemm_fn g_bf16_gemm;
 
 enum { ACCUMULATE = 1, OUTPUT_BF16 = 2 };
+/* C through an f32 buffer: in column panels of about this many elements. */
+enum { PANEL_ELEMENTS = 1 << 20, PANEL_MIN_COLUMNS = 64 };
 enum { CBLAS_COL_MAJOR = 102, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
 /* Status: 0 ok; set when a product was asked for without a BLAS. */
@@ -111,12 +113,30 @@ static void gemm(int bf16, int64_t M, int64_t N, int64_t K, Operand P,
   }
 }
 
+/* f32 -> bf16 of n contiguous elements (written for the auto-vectorizer). */
+static void round_row(uint16_t *restrict out, const float *restrict in,
+                      int64_t n) {
+  for (int64_t x = 0; x < n; ++x) {
+    uint32_t u;
+    memcpy(&u, &in[x], 4);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet = (u >> 16) | 0x40u;
+    out[x] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+  }
+}
+
 /* Copies between C (M x N at c, strides (scm, scn), f32 or bf16) and the
  * f32 buffer tmp: column-major M x N, or row-major when `rowMajor`. */
 static void convert(char *c, int64_t scm, int64_t scn, int out_bf16,
                     float *tmp, int64_t M, int64_t N, int rowMajor, int toC) {
   size_t esc = out_bf16 ? 2 : 4;
   int64_t outer = rowMajor ? M : N, inner = rowMajor ? N : M;
+  if (toC && out_bf16 && (rowMajor ? scn : scm) == 1) { /* contiguous rows */
+    for (int64_t o = 0; o < outer; ++o)
+      round_row((uint16_t *)(c + (size_t)(o * (rowMajor ? scm : scn)) * esc),
+                tmp + o * inner, inner);
+    return;
+  }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t x = 0; x < inner; ++x) {
       int64_t i = rowMajor ? o : x, j = rowMajor ? x : o;
@@ -155,6 +175,20 @@ static void product(int bf16, int64_t M, int64_t N, int64_t K, const char *a,
   } else if (!out_bf16 && (N == 1 || scn == 1) && (M == 1 || scm >= minN)) {
     Cc = (float *)c, ldc = (int)(M == 1 ? minN : scm);
     transposed = 1;
+  } else if (M * N > PANEL_ELEMENTS && N > PANEL_MIN_COLUMNS) {
+    /* Through an f32 buffer: column panels of C, so that the buffer stays
+     * a few MiB (in cache, and reused from the heap instead of a fresh
+     * mmap to fault in at every call: Qwen2's bf16 logits at S=1024 took
+     * a 622 MB buffer). Each panel reads all of A and its columns of B. */
+    int64_t nb = PANEL_ELEMENTS / M;
+    if (nb < PANEL_MIN_COLUMNS)
+      nb = PANEL_MIN_COLUMNS;
+    size_t esc = out_bf16 ? 2 : 4;
+    for (int64_t j = 0; j < N; j += nb)
+      product(bf16, M, N - j < nb ? N - j : nb, K, a, sam, sak,
+              b + (size_t)(j * sbn) * es, sbk, sbn,
+              c + (size_t)(j * scn) * esc, scm, scn, flags);
+    return;
   } else {
     /* A bf16 (or strided) C: an f32 buffer laid out along C's contiguous
      * dimension, so that filling and converting it walk both in order (a

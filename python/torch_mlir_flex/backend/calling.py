@@ -147,6 +147,27 @@ def check_in_place(in_place, inputs, results):
                                    f"({inputs[i]})")
 
 
+def _through_expand_shapes(value, out):
+    """(value, destination) for a result written into `out`: a result that
+    is `tensor.expand_shape %x` is written as %x into `memref.collapse_shape
+    %out` (the same bytes), so that eliminate-empty-tensors sees the op
+    producing %x (a linear's matmul before HF's reshape of the logits) and
+    lets it write into the caller's buffer, instead of into a temporary
+    copied after (a pass over 622 MB for Qwen2's logits at S=1024)."""
+    while True:
+        op = getattr(value.owner, "operation", value.owner)  # an OpView or the Operation
+        if not (isinstance(op, ir.Operation) and op.name == "tensor.expand_shape"):
+            return value, out
+        source = op.operands[0]
+        st = ir.RankedTensorType(source.type)
+        if not (st.has_static_shape and ir.MemRefType(out.type).has_static_shape):
+            return value, out  # (the collapsed type of a dynamic one is not spelled out here)
+        out = ir.Operation.create(
+            "memref.collapse_shape", results=[ir.MemRefType.get(list(st.shape), st.element_type)],
+            operands=[out], attributes={"reassociation": op.attributes["reassociation"]}).results[0]
+        value = source
+
+
 def to_destination_passing(module, func_name: str, in_place=None):
     """Rewrites @func_name in place (see the module docstring); returns
     (input types, result types) of the original function."""
@@ -173,7 +194,8 @@ def to_destination_passing(module, func_name: str, in_place=None):
                 if out is None:
                     returned.append(value)
                     continue
-                ir.Operation.create("bufferization.materialize_in_destination", operands=[value, out],
+                value, dest = _through_expand_shapes(value, out)
+                ir.Operation.create("bufferization.materialize_in_destination", operands=[value, dest],
                                     attributes={"restrict": ir.UnitAttr.get(), "writable": ir.UnitAttr.get()})
             ir.Operation.create("func.return", operands=returned)
         ret.erase()

@@ -335,3 +335,77 @@ func.func @plain(%a: tensor<8x16xf32>, %b: tensor<16x32xf32>, %c: tensor<8x32xf3
   %r = linalg.matmul ins(%a, %b : tensor<8x16xf32>, tensor<16x32xf32>) outs(%c : tensor<8x32xf32>) -> tensor<8x32xf32>
   return %r : tensor<8x32xf32>
 }
+
+// -----
+
+// A bf16 linear as torch-mlir writes it: bf16 operands, an f32 product from
+// a zero fill, rounded to bf16 by a truncf generic. The product gets the
+// bf16 result itself (a bf16 zero fill of the truncation's init); the f32
+// product and the generic are gone.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @bf16_linear
+// CHECK-SAME: (%[[X:[a-z0-9_]+]]: tensor<8x16xbf16>, %[[W:[a-z0-9_]+]]: tensor<32x16xbf16>)
+// CHECK: %[[E:[a-z0-9_]+]] = tensor.empty() : tensor<8x32xbf16>
+// CHECK: %[[ZERO:[a-z0-9_]+]] = arith.constant 0.000000e+00 : bf16
+// CHECK: %[[Z:[a-z0-9_]+]] = linalg.fill ins(%[[ZERO]] : bf16) outs(%[[E]] : tensor<8x32xbf16>)
+// CHECK: %[[R:[a-z0-9_]+]] = linalg.matmul
+// CHECK-SAME: ins(%[[X]], %[[W]] : tensor<8x16xbf16>, tensor<32x16xbf16>) outs(%[[Z]] : tensor<8x32xbf16>) -> tensor<8x32xbf16>
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: xf32>
+// CHECK: return %[[R]]
+func.func @bf16_linear(%x: tensor<8x16xbf16>, %w: tensor<32x16xbf16>) -> tensor<8x32xbf16> {
+  %cst = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x32xbf16>
+  %t = linalg.transpose ins(%w : tensor<32x16xbf16>) outs(%e : tensor<16x32xbf16>) permutation = [1, 0]
+  %z0 = tensor.empty() : tensor<8x32xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%z0 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %r = linalg.matmul ins(%x, %t : tensor<8x16xbf16>, tensor<16x32xbf16>) outs(%z : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %o0 = tensor.empty() : tensor<8x32xbf16>
+  %o = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r : tensor<8x32xf32>) outs(%o0 : tensor<8x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %v = arith.truncf %in : f32 to bf16
+    linalg.yield %v : bf16
+  } -> tensor<8x32xbf16>
+  return %o : tensor<8x32xbf16>
+}
+
+// -----
+
+// The f32 product is read elsewhere too (or accumulates into a non-zero
+// init): the truncation stays.
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @bf16_product_read_twice
+// CHECK: linalg.matmul {{.*}} outs(%{{.*}} : tensor<8x32xf32>) -> tensor<8x32xf32>
+// CHECK: linalg.generic
+// CHECK: arith.truncf
+// CHECK-LABEL: func.func @bf16_product_with_bias
+// CHECK: linalg.matmul {{.*}} outs(%{{.*}} : tensor<8x32xf32>) -> tensor<8x32xf32>
+// CHECK: arith.truncf
+func.func @bf16_product_read_twice(%x: tensor<8x16xbf16>, %w: tensor<16x32xbf16>) -> (tensor<8x32xbf16>, tensor<8x32xf32>) {
+  %cst = arith.constant 0.0 : f32
+  %z0 = tensor.empty() : tensor<8x32xf32>
+  %z = linalg.fill ins(%cst : f32) outs(%z0 : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %r = linalg.matmul ins(%x, %w : tensor<8x16xbf16>, tensor<16x32xbf16>) outs(%z : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %o0 = tensor.empty() : tensor<8x32xbf16>
+  %o = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r : tensor<8x32xf32>) outs(%o0 : tensor<8x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %v = arith.truncf %in : f32 to bf16
+    linalg.yield %v : bf16
+  } -> tensor<8x32xbf16>
+  return %o, %r : tensor<8x32xbf16>, tensor<8x32xf32>
+}
+func.func @bf16_product_with_bias(%x: tensor<8x16xbf16>, %w: tensor<16x32xbf16>, %b: tensor<8x32xf32>) -> tensor<8x32xbf16> {
+  %r = linalg.matmul ins(%x, %w : tensor<8x16xbf16>, tensor<16x32xbf16>) outs(%b : tensor<8x32xf32>) -> tensor<8x32xf32>
+  %o0 = tensor.empty() : tensor<8x32xbf16>
+  %o = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r : tensor<8x32xf32>) outs(%o0 : tensor<8x32xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %v = arith.truncf %in : f32 to bf16
+    linalg.yield %v : bf16
+  } -> tensor<8x32xbf16>
+  return %o : tensor<8x32xbf16>
+}

@@ -107,6 +107,38 @@ def test_linear_bf16_3d_larger():
     _check(Lin(40, 24, dtype=torch.bfloat16), (_rand(3, 17, 40, dtype=torch.bfloat16),), gemm="flex_gemm_bf16")
 
 
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+def test_linear_bf16_output_in_panels(bias):
+    # A bf16 output goes through an f32 buffer, in column panels of 2^20
+    # elements (FlexGemm.c): 300 x 5000 is two panels (3495 and 1505
+    # columns), the bias (accumulated into C) read back per panel.
+    torch.manual_seed(0)
+    _check(Lin(24, 5000, bias=bias, dtype=torch.bfloat16), (_rand(300, 24, dtype=torch.bfloat16),),
+           gemm="flex_gemm_bf16")
+
+
+def test_bf16_output_strided_in_panels():
+    # C written through a transposed view (neither row- nor column-major
+    # for the f32 buffer's panels): (B^T A^T)^T of 1100 x 1000 outputs.
+    a, b = _rand(1100, 16, dtype=torch.bfloat16), _rand(16, 1000, dtype=torch.bfloat16, seed=1)
+    _check(Fn(lambda x, y: (y.t() @ x.t()).t() * 2), (a, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_linear_3d_written_into_the_output(dtype):
+    # A linear on [1, S, K] (HF's lm_head): torch-mlir multiplies [S, K] and
+    # expands the product to [1, S, N]. The product is written straight into
+    # the caller's output (through a memref.collapse_shape of it, which
+    # folds away), bf16 rounded by the BLAS call itself: no [S, N]
+    # temporary, no copy loop.
+    torch.manual_seed(0)
+    compiled = _check(Lin(24, 50, bias=False, dtype=dtype), (_rand(1, 37, 24, dtype=dtype),), gemm=GEMM[dtype])
+    loops = compiled.loops_ir()
+    assert not re.search(r"memref\.alloc\(\).*memref<37x50x", loops), loops
+    assert "scf.for" not in loops, loops
+    assert re.search(r"memref\.extract_strided_metadata %arg2 : memref<1x37x50x", loops), loops
+
+
 def test_linear_f16_stays_on_loops():
     # The fold makes the matmul read f16 (f16 x f16 -> f32): no BLAS for that,
     # the loops compute it.

@@ -760,7 +760,8 @@ def FlexExpandMath : Pass<"flex-expand-math", "ModuleOp"> {
 //===----------------------------------------------------------------------===//
 
 def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
-  let summary = "Fold transposes and bf16/f16 -> f32 extensions into matmul operands";
+  let summary = "Fold transposes and bf16/f16 -> f32 extensions into matmul "
+                "operands, a bf16 rounding into the result";
   let description = [{
     torch-mlir lowers `aten.linear` to a `linalg.transpose` of the weight
     (a full copy, every call) feeding `linalg.matmul`, and for bf16 with a
@@ -772,7 +773,15 @@ def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
     - an elementwise `linalg.generic` whose body is only `arith.extf` from
       bf16/f16 to the matmul's f32 accumulator is dropped (the named op
       extends its inputs to the output type itself), when both operands then
-      have the same element type.
+      have the same element type;
+    - a bf16 x bf16 product into an f32 zero fill whose only reader is an
+      elementwise `linalg.generic` of `arith.truncf` to bf16 becomes a
+      product with that bf16 result (from a bf16 zero fill of the
+      truncation's init). As linalg IR this would accumulate in bf16; the
+      pass runs only in the BLAS pipelines, whose flex-matmul-to-blas
+      computes every bf16 product in f32 and rounds C once (flex_gemm_bf16,
+      lib/Runtime/FlexGemm.c): torch's numbers, without the f32 product in
+      memory.
 
     ```mlir
     %t = linalg.transpose ins(%w : tensor<32x16xf32>) outs(%e : tensor<16x32xf32>)
@@ -786,7 +795,8 @@ def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
     ```
     The transpose and the extension are erased when nothing else reads them.
   }];
-  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
 }
 
 def FlexAmxContractions : Pass<"flex-amx-contractions", "func::FuncOp"> {

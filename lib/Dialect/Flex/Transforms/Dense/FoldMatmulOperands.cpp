@@ -3,7 +3,9 @@
 // flex-fold-matmul-operands: a linalg.matmul / batch_matmul on tensors reads
 // through the producers torch-mlir puts in front of it (Passes.td):
 //   linalg.transpose swapping the last two dims -> swapped operand map;
-//   elementwise arith.extf bf16/f16 -> f32        -> the narrow source.
+//   elementwise arith.extf bf16/f16 -> f32        -> the narrow source;
+// and a bf16 product's f32 result rounded by an elementwise arith.truncf
+// becomes the product's own bf16 result.
 // The op is rebuilt with the new operands and `indexing_maps`; producers left
 // without uses are erased.
 //
@@ -11,6 +13,7 @@
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/IR/AffineMap.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::flex {
@@ -114,6 +117,62 @@ LogicalResult foldOperands(OpTy op, RewriterBase &rewriter) {
   return success();
 }
 
+/// The matmul whose f32 result an elementwise `arith.truncf` generic
+/// (identity maps, body: truncf + yield) rounds to bf16, when that generic
+/// is its only reader and it starts from a zero fill; else null.
+linalg::LinalgOp truncatedProduct(linalg::GenericOp g) {
+  if (g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
+      g.getNumReductionLoops() != 0 || !g.hasPureTensorSemantics() ||
+      !llvm::all_of(g.getIndexingMapsArray(),
+                    [](AffineMap m) { return m.isIdentity(); }))
+    return {};
+  Block &body = g.getRegion().front();
+  if (body.getOperations().size() != 2)
+    return {};
+  auto trunc = dyn_cast<arith::TruncFOp>(body.front());
+  if (!trunc || trunc.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != trunc.getResult() ||
+      !trunc.getType().isBF16() || !trunc.getIn().getType().isF32())
+    return {};
+  Value product = g.getDpsInputs()[0];
+  auto mm = product.getDefiningOp<linalg::LinalgOp>();
+  if (!mm || !isa<linalg::MatmulOp, linalg::BatchMatmulOp>(mm) ||
+      !product.hasOneUse() ||
+      !getElementTypeOrSelf(mm.getDpsInputs()[0].getType()).isBF16() ||
+      !getElementTypeOrSelf(mm.getDpsInputs()[1].getType()).isBF16())
+    return {};
+  auto fill = mm.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+  if (!fill || !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+    return {};
+  return mm;
+}
+
+/// bf16 x bf16 -> f32 matmul + truncf to bf16 -> one matmul with a bf16
+/// result (from a bf16 zero fill of the truncation's init). Only for the
+/// BLAS lowering, which accumulates in f32 and rounds C once
+/// (flex_gemm_bf16's bf16 output): the same numbers without the f32
+/// product in memory (Qwen2's logits at S=1024: 622 MB).
+template <typename OpTy>
+void truncateInProduct(OpTy mm, linalg::GenericOp g, RewriterBase &rewriter) {
+  rewriter.setInsertionPoint(g);
+  Location loc = mm.getLoc();
+  Value zero = arith::ConstantOp::create(rewriter, loc, rewriter.getZeroAttr(
+                                                           rewriter.getBF16Type()));
+  Value init = linalg::FillOp::create(rewriter, loc, zero, g.getDpsInits()[0])
+                   .getResult(0);
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute attr : mm->getAttrs())
+    if (attr.getName() != "operandSegmentSizes")
+      attrs.push_back(attr);
+  auto folded = OpTy::create(rewriter, loc, g->getResultTypes(),
+                             mm.getDpsInputs(), ValueRange{init}, attrs);
+  rewriter.replaceOp(g, folded->getResults());
+  Operation *oldFill = mm.getDpsInits()[0].getDefiningOp();
+  rewriter.eraseOp(mm);
+  if (oldFill->use_empty())
+    rewriter.eraseOp(oldFill);
+}
+
 /// Erases linalg ops with tensor results that nothing reads any more.
 void eraseDeadProducers(func::FuncOp func, RewriterBase &rewriter) {
   bool changed = true;
@@ -150,6 +209,19 @@ struct FlexFoldMatmulOperandsPass
       else
         any |= succeeded(
             foldOperands(cast<linalg::BatchMatmulOp>(op), rewriter));
+    }
+    SmallVector<linalg::GenericOp> truncs;
+    getOperation().walk([&](linalg::GenericOp g) { truncs.push_back(g); });
+    for (linalg::GenericOp g : truncs) {
+      linalg::LinalgOp mm = truncatedProduct(g);
+      if (!mm)
+        continue;
+      if (auto m = dyn_cast<linalg::MatmulOp>(mm.getOperation()))
+        truncateInProduct(m, g, rewriter);
+      else
+        truncateInProduct(cast<linalg::BatchMatmulOp>(mm.getOperation()), g,
+                          rewriter);
+      any = true;
     }
     if (any)
       eraseDeadProducers(getOperation(), rewriter);

@@ -162,10 +162,20 @@ def _through_expand_shapes(value, out):
         st = ir.RankedTensorType(source.type)
         if not (st.has_static_shape and ir.MemRefType(out.type).has_static_shape):
             return value, out  # (the collapsed type of a dynamic one is not spelled out here)
+        if not (_single_use(value) and _single_use(source)):
+            # Another result or op reads it: eliminate-empty-tensors would
+            # let two destinations share the producer (wrong gradients of a
+            # training graph that returns a tensor and its reshape).
+            return value, out
         out = ir.Operation.create(
             "memref.collapse_shape", results=[ir.MemRefType.get(list(st.shape), st.element_type)],
             operands=[out], attributes={"reassociation": op.attributes["reassociation"]}).results[0]
         value = source
+
+
+def _single_use(value) -> bool:
+    uses = iter(value.uses)
+    return next(uses, None) is not None and next(uses, None) is None
 
 
 def to_destination_passing(module, func_name: str, in_place=None):

@@ -173,6 +173,32 @@ def _through_expand_shapes(value, out):
         value = source
 
 
+# The pass before which `unshare_inits` must run (after canonicalize/cse,
+# which would merge the copies again).
+UNSHARE_BEFORE = "eliminate-empty-tensors"
+
+
+def unshare_inits(module, func_name: str):
+    """Gives every use of a `linalg.fill` or `tensor.empty` result its own
+    copy of that op, placed right before the user (fills first, then the
+    empties they and others read). CSE merges the zero-filled inits of
+    products of one shape; eliminate-empty-tensors then rewrote the shared
+    empty into the first result's out-param, and the second product,
+    writing the same init, was computed into the first's buffer: `return
+    x @ w1, x @ w2` returned a wrong second result. Run right before
+    eliminate-empty-tensors (`UNSHARE_BEFORE`), on the entry function."""
+    func = find_func(module, func_name)
+    for name in ("linalg.fill", "tensor.empty"):
+        ops = [op for block in func.regions[0].blocks for op in block.operations
+               if op.operation.name == name and len(op.operation.results) == 1]
+        for op in ops:
+            uses = [(u.owner, u.operand_number) for u in op.operation.results[0].uses]
+            for owner, number in uses[1:]:
+                owner = getattr(owner, "operation", owner)
+                copy = op.operation.clone(ir.InsertionPoint(owner))
+                owner.operands[number] = copy.results[0]
+
+
 def _single_use(value) -> bool:
     uses = iter(value.uses)
     return next(uses, None) is not None and next(uses, None) is None
@@ -197,6 +223,10 @@ def to_destination_passing(module, func_name: str, in_place=None):
         old.replace_all_uses_with(new)
         entry.erase_argument(len(inputs))
     kept = sorted(in_place)  # results returned (as their input's buffer)
+    # Here for pipelines that generalize fills before bufferizing (reference);
+    # again right before eliminate-empty-tensors (jit.run_with_unshared_inits)
+    # for those whose cse merges the copies.
+    unshare_inits(module, func_name)
     for ret in _returns(func):
         with ir.InsertionPoint(ret), ret.location:
             returned = []

@@ -204,6 +204,8 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: st
 
     from .calling import to_destination_passing
 
+    from .jit import run_with_unshared_inits
+
     ctx = ir.Context()
     module = _parse(flex_text, ctx, "lower")
     with ctx, ir.Location.unknown():
@@ -211,7 +213,12 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: st
             to_destination_passing(module, func_name, in_place)
         except FlexBackendError:
             pass  # no such entry function (or not a tensor one): lower as is
-    _run_pipeline(module, pipeline_until(backend), "lower")
+            _run_pipeline(module, pipeline_until(backend), "lower")
+            return str(module)
+        try:
+            run_with_unshared_inits(module, pipeline_until(backend), func_name)
+        except (ir.MLIRError, ValueError) as e:
+            raise FlexCompileError("lower", str(e)) from None
     return str(module)
 
 

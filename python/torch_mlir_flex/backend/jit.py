@@ -17,7 +17,8 @@ import os
 from .. import _load_order
 from ..mlir import ir, passmanager
 from . import memref_abi
-from .calling import entry_signature, find_func, scalars_to_tensors, status_messages, to_destination_passing
+from .calling import (UNSHARE_BEFORE, entry_signature, find_func, scalars_to_tensors, status_messages,
+                      to_destination_passing, unshare_inits)
 from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
 from .shapes import ShapeProgram
 from .prechecks import _check_memref_element_types, check_known_parser_aborts
@@ -36,6 +37,18 @@ def _split_before(pipeline: str, pass_name: str):
     if not prefix or prefix.count("(") != prefix.count(")") or pipeline[i - 1] != ",":
         return [pipeline]
     return [head + prefix + ")", head + pipeline[i:]]
+
+
+def run_with_unshared_inits(module, pipeline: str, func_name: str):
+    """Runs `pipeline` on `module`, with calling.unshare_inits on @func_name
+    right before eliminate-empty-tensors when the pipeline has it."""
+    from ..mlir import passmanager
+
+    parts = _split_before(pipeline, UNSHARE_BEFORE)
+    if len(parts) == 2:
+        passmanager.PassManager.parse(parts[0], module.context).run(module.operation)
+        unshare_inits(module, func_name)
+    passmanager.PassManager.parse(parts[-1], module.context).run(module.operation)
 
 
 class JitFunction:
@@ -91,7 +104,7 @@ class JitFunction:
                 for i, part in enumerate(_split_before(text, "finalize-memref-to-llvm")):
                     if i:
                         _check_memref_element_types(module)
-                    passmanager.PassManager.parse(part).run(module.operation)
+                    run_with_unshared_inits(module, part, func_name)
             except (ir.MLIRError, ValueError) as e:
                 raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
             self.lowered = module

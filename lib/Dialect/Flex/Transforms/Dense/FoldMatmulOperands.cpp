@@ -36,10 +36,10 @@ bool swapsLastTwo(ArrayRef<int64_t> perm) {
   return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
 }
 
-/// The narrow source of an elementwise `arith.extf` generic (identity maps,
-/// one input, body: extf + yield), else null.
-Value extensionSource(Value v) {
-  auto g = v.getDefiningOp<linalg::GenericOp>();
+/// The cast of an elementwise generic made of one `CastOp` (one input, one
+/// init, identity maps, body: the cast of the input + yield), else null.
+template <typename CastOp>
+CastOp elementwiseCast(linalg::GenericOp g) {
   if (!g || g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
       g.getNumReductionLoops() != 0 ||
       !llvm::all_of(g.getIndexingMapsArray(),
@@ -48,9 +48,17 @@ Value extensionSource(Value v) {
   Block &body = g.getRegion().front();
   if (body.getOperations().size() != 2)
     return {};
-  auto ext = dyn_cast<arith::ExtFOp>(body.front());
-  if (!ext || ext.getIn() != body.getArgument(0) ||
-      body.getTerminator()->getOperand(0) != ext.getResult())
+  auto cast = dyn_cast<CastOp>(body.front());
+  if (!cast || cast.getIn() != body.getArgument(0) ||
+      body.getTerminator()->getOperand(0) != cast.getResult())
+    return {};
+  return cast;
+}
+
+/// The narrow source of an elementwise `arith.extf` generic, else null.
+Value extensionSource(Value v) {
+  auto g = v.getDefiningOp<linalg::GenericOp>();
+  if (!elementwiseCast<arith::ExtFOp>(g))
     return {};
   Type src = getElementTypeOrSelf(g.getDpsInputs()[0].getType());
   if (!src.isBF16() && !src.isF16())
@@ -121,18 +129,9 @@ LogicalResult foldOperands(OpTy op, RewriterBase &rewriter) {
 /// (identity maps, body: truncf + yield) rounds to bf16, when that generic
 /// is its only reader and it starts from a zero fill; else null.
 linalg::LinalgOp truncatedProduct(linalg::GenericOp g) {
-  if (g.getNumDpsInputs() != 1 || g.getNumDpsInits() != 1 ||
-      g.getNumReductionLoops() != 0 || !g.hasPureTensorSemantics() ||
-      !llvm::all_of(g.getIndexingMapsArray(),
-                    [](AffineMap m) { return m.isIdentity(); }))
-    return {};
-  Block &body = g.getRegion().front();
-  if (body.getOperations().size() != 2)
-    return {};
-  auto trunc = dyn_cast<arith::TruncFOp>(body.front());
-  if (!trunc || trunc.getIn() != body.getArgument(0) ||
-      body.getTerminator()->getOperand(0) != trunc.getResult() ||
-      !trunc.getType().isBF16() || !trunc.getIn().getType().isF32())
+  auto trunc = elementwiseCast<arith::TruncFOp>(g);
+  if (!trunc || !g.hasPureTensorSemantics() || !trunc.getType().isBF16() ||
+      !trunc.getIn().getType().isF32())
     return {};
   Value product = g.getDpsInputs()[0];
   auto mm = product.getDefiningOp<linalg::LinalgOp>();

@@ -192,12 +192,14 @@ def unshare_inits(module, func_name: str):
         ops = [op for block in func.regions[0].blocks for op in block.operations
                if op.operation.name == name and len(op.operation.results) == 1]
         for op in ops:
-            # Users in the same block (not inside a region such as a
-            # flex.attention modifier's, which may not read from outside).
+            # linalg users in the same block: not a flex.attention, whose
+            # modifier regions read its captures by the very values it lists
+            # as operands, nor ops inside such regions.
             parent = op.operation.parent
             uses = [(getattr(u.owner, "operation", u.owner), u.operand_number)
                     for u in op.operation.results[0].uses]
-            uses = [(owner, number) for owner, number in uses if owner.parent == parent]
+            uses = [(owner, number) for owner, number in uses
+                    if owner.parent == parent and owner.name.startswith("linalg.")]
             for owner, number in uses[1:]:
                 copy = op.operation.clone(ir.InsertionPoint(owner))
                 owner.operands[number] = copy.results[0]

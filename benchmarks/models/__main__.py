@@ -25,6 +25,7 @@ import torch_mlir_flex  # noqa: F401  (before torch-mlir)
 import torch
 
 from ..child_process import run_json_child
+from ..results_file import merge_rows
 from .configs import DEFAULT, LONG, ROOT, matmul_gflop
 from .report import markdown, update_readme
 
@@ -89,27 +90,15 @@ RESULTS = os.path.join(ROOT, "benchmarks", "results", "models.json")
 
 
 def _merged(rows, gemm_rows):
-    """`rows` over those of earlier runs (benchmarks/results/models.json): a
-    configuration run now replaces its whole row (its ratios stay from one
-    run); the others are kept, in the order of configs.py; the matmul rows
-    of the last run that measured them."""
+    """`rows`, dated now, over those of earlier runs
+    (benchmarks/results/models.json, results_file.merge_rows); the matmul
+    rows of the last run that measured them."""
     import datetime
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-    saved, saved_gemm = {}, None
-    if os.path.exists(RESULTS):
-        with open(RESULTS) as f:
-            data = json.load(f)
-        saved = {r["config"]: r for r in data.get("rows", [])}
-        saved_gemm = data.get("gemm")
-    saved.update({r["config"]: dict(r, run=now) for r in rows})
     order = [c.name for c in DEFAULT + LONG]
-    merged = sorted(saved.values(), key=lambda r: order.index(r["config"]) if r["config"] in order else len(order))
-    gemm_rows = gemm_rows or saved_gemm
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump({"rows": merged, "gemm": gemm_rows}, f)
-    return merged, gemm_rows
+    data = merge_rows(RESULTS, [dict(r, run=now) for r in rows], order, gemm=gemm_rows or None)
+    return data["rows"], data["gemm"]
 
 
 def parse_log(path):

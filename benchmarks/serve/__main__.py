@@ -27,6 +27,7 @@ import torch
 
 from ..child_process import ROOT, run_json_child
 from ..readme import format_targets, replace_section
+from ..results_file import merge_rows
 from .configs import DEFAULT, LONG
 from .targets import evaluate
 
@@ -93,20 +94,10 @@ RESULTS = os.path.join(ROOT, "benchmarks", "results", "serve.json")
 
 
 def _merged(rows, bandwidth):
-    """`rows` over the rows of earlier runs (benchmarks/results/serve.json):
-    a configuration run now replaces its whole row (its ratios stay from one
-    run); the others are kept, in the order of configs.py."""
-    saved = {}
-    if os.path.exists(RESULTS):
-        with open(RESULTS) as f:
-            saved = {r["config"]: r for r in json.load(f)["rows"]}
-    saved.update({r["config"]: dict(r, bandwidth=bandwidth) for r in rows})
+    """`rows`, each with this run's `bandwidth`, over the rows of earlier
+    runs (benchmarks/results/serve.json, results_file.merge_rows)."""
     order = [c.name for c in DEFAULT + LONG]
-    merged = sorted(saved.values(), key=lambda r: order.index(r["config"]) if r["config"] in order else len(order))
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump({"rows": merged}, f)
-    return merged
+    return merge_rows(RESULTS, [dict(r, bandwidth=bandwidth) for r in rows], order)["rows"]
 
 
 def main():

@@ -129,15 +129,19 @@ def _parse(text: str, context, what: str):
         raise FlexCompileError(what, f"cannot parse the module in torch_mlir_flex.mlir: {e}") from None
 
 
-def _run_pipeline(module, pipeline: str, stage: str):
+def _run_pipeline(module, pipeline: str, stage: str, unshare_in=None):
+    """Runs `pipeline` on `module` (with calling.unshare_inits on the
+    function `unshare_in` before eliminate-empty-tensors, when given)."""
     from ..mlir import ir, passmanager
 
+    from .jit import run_with_unshared_inits
+
     try:
-        pm = passmanager.PassManager.parse(pipeline, module.context)
+        passmanager.PassManager.parse(pipeline, module.context)
     except (ir.MLIRError, ValueError) as e:
         raise FlexCompileError(stage, f"invalid pass pipeline {pipeline!r}: {e}") from None
     try:
-        pm.run(module.operation)
+        run_with_unshared_inits(module, pipeline, unshare_in)
     except ir.MLIRError as e:
         msg = str(e).replace("Failure while executing pass pipeline:", "").strip()
         raise FlexCompileError(stage, msg.removeprefix("error: ")) from None
@@ -204,21 +208,15 @@ def lower_to_loops(flex_text: str, backend: str = DEFAULT_BACKEND, func_name: st
 
     from .calling import to_destination_passing
 
-    from .jit import run_with_unshared_inits
-
     ctx = ir.Context()
     module = _parse(flex_text, ctx, "lower")
+    entry = func_name
     with ctx, ir.Location.unknown():
         try:
             to_destination_passing(module, func_name, in_place)
         except FlexBackendError:
-            pass  # no such entry function (or not a tensor one): lower as is
-            _run_pipeline(module, pipeline_until(backend), "lower")
-            return str(module)
-        try:
-            run_with_unshared_inits(module, pipeline_until(backend), func_name)
-        except (ir.MLIRError, ValueError) as e:
-            raise FlexCompileError("lower", str(e)) from None
+            entry = None  # no such entry function (or not a tensor one): lower as is
+        _run_pipeline(module, pipeline_until(backend), "lower", unshare_in=entry)
     return str(module)
 
 

@@ -39,12 +39,11 @@ def _split_before(pipeline: str, pass_name: str):
     return [head + prefix + ")", head + pipeline[i:]]
 
 
-def run_with_unshared_inits(module, pipeline: str, func_name: str):
+def run_with_unshared_inits(module, pipeline: str, func_name=None):
     """Runs `pipeline` on `module`, with calling.unshare_inits on @func_name
-    right before eliminate-empty-tensors when the pipeline has it."""
-    from ..mlir import passmanager
-
-    parts = _split_before(pipeline, UNSHARE_BEFORE)
+    (when given) right before eliminate-empty-tensors when the pipeline has
+    it."""
+    parts = _split_before(pipeline, UNSHARE_BEFORE) if func_name else [pipeline]
     if len(parts) == 2:
         passmanager.PassManager.parse(parts[0], module.context).run(module.operation)
         unshare_inits(module, func_name)

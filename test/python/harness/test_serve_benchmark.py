@@ -63,3 +63,16 @@ def test_targets_from_rows():
     assert found["first token in a new process, empty cache: ours-api / inductor"] == 0.25
     table = format_targets(evaluate(rows))
     assert table.count("| pass |") == 4 and table.count("| not run |") == 2
+
+
+def test_rows_accumulate_in_the_results_file(tmp_path):
+    """A configuration run again replaces its row; the others stay, in the
+    configurations' order; a None field keeps the saved one."""
+    from benchmarks.results_file import merge_rows
+
+    path = str(tmp_path / "r.json")
+    merge_rows(path, [{"config": "b", "v": 1}, {"config": "a", "v": 1}], ["a", "b"], gemm=[1])
+    data = merge_rows(path, [{"config": "b", "v": 2}, {"config": "z", "v": 2}], ["a", "b"], gemm=None)
+    assert data == {"rows": [{"config": "a", "v": 1}, {"config": "b", "v": 2}, {"config": "z", "v": 2}],
+                    "gemm": [1]}
+    assert json.load(open(path)) == data

@@ -11,9 +11,13 @@
  * with element (r, s) at r * s0 + s * s1: 'N' when s0 == 1, 'T' when
  * s1 == 1, else it is first copied into a packed buffer. A row-major C
  * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
- * f32 buffer and rounded (to nearest even) into place.
+ * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
+ * handed over (a CPU with AMX, FlexDnnl.c), bf16 products run on it and
+ * only those it declines reach the BLAS.
  *
  *===----------------------------------------------------------------------===*/
+#include "FlexDnnl.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +238,12 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
                     int64_t sbk, int64_t sbn, int64_t pc, int64_t oc,
                     int64_t scb, int64_t scm, int64_t scn, int64_t flags) {
   size_t es = bf16 ? 2 : 4, esc = (flags & OUTPUT_BF16) ? 2 : 4;
+  if (bf16 &&
+      flex_dnnl_bf16_product(batch, M, N, K, (const char *)pa + oa * es, sab,
+                             sam, sak, (const char *)pb + ob * es, sbb, sbk,
+                             sbn, (char *)pc + oc * esc, scb, scm, scn,
+                             (flags & OUTPUT_BF16) != 0, flags & ACCUMULATE))
+    return;
   if (bf16 ? !g_bf16_gemm : !g_sgemm) {
     g_missing_blas = 1;
     return;

@@ -10,6 +10,12 @@ product on a BLAS found here at run time, as the OpenMP runtime is:
   and exports: the very GEMM `torch.matmul` runs on this CPU, so the dense
   ops of a compiled model run at torch's GEMM speed.
 
+bf16 products run on oneDNN's matmul primitive instead where the host has
+AMX (`amx_bf16`): there MKL's bf16 GEMM reaches about half of oneDNN's rate.
+oneDNN is the pinned `onednn-cpu-gomp` wheel (its C API only, found through
+the wheel's file list); `$FLEX_BF16_GEMM` = `onednn` / `blas` forces the
+choice. `bf16_gemm_library()` says which one this process uses.
+
 `runtime_library()` is what the JIT loads (`JitFunction._shared_libs`);
 loading it through here hands the BLAS functions over once per process.
 """
@@ -22,8 +28,19 @@ from .errors import FlexBackendError
 # The runtime functions that flex-matmul-to-blas emits calls of.
 GEMM_FUNCTIONS = ("flex_gemm_f32", "flex_gemm_bf16")
 BLAS_ENV = "FLEX_BLAS_LIB"
+BF16_ENV = "FLEX_BF16_GEMM"
+DNNL_DIST = "onednn-cpu-gomp"
+# oneDNN's C API functions that lib/Runtime/FlexDnnl.c calls, in its order.
+DNNL_FUNCTIONS = (
+    "dnnl_engine_create", "dnnl_stream_create", "dnnl_memory_desc_create_with_strides",
+    "dnnl_memory_desc_destroy", "dnnl_primitive_attr_create", "dnnl_primitive_attr_destroy",
+    "dnnl_post_ops_create", "dnnl_post_ops_destroy", "dnnl_post_ops_append_sum",
+    "dnnl_primitive_attr_set_post_ops", "dnnl_matmul_primitive_desc_create",
+    "dnnl_primitive_desc_query", "dnnl_primitive_desc_destroy", "dnnl_primitive_create",
+    "dnnl_memory_create", "dnnl_memory_destroy", "dnnl_primitive_execute", "dnnl_stream_wait")
 
 _runtime = None
+_bf16_library = None
 
 
 def runtime_library_path() -> str:
@@ -49,6 +66,69 @@ def _function_address(lib, name: str, path: str) -> int:
                                "cblas_gemm_bf16bf16f32)") from None
 
 
+def host_has_amx() -> bool:
+    """Whether this CPU (and kernel) offers AMX bf16 tiles."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "amx_bf16" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def dnnl_library_path():
+    """libdnnl.so.3 of the installed `onednn-cpu-gomp` wheel, or None."""
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(DNNL_DIST)
+    except metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.name == "libdnnl.so.3":
+            path = str(f.locate())
+            return path if os.path.exists(path) else None
+    return None
+
+
+def _hand_over_dnnl(rt) -> bool:
+    """Gives the runtime oneDNN's functions; False (the BLAS runs bf16) when
+    not asked for, not installed or not loadable."""
+    choice = os.environ.get(BF16_ENV, "").strip().lower()
+    if choice not in ("", "onednn", "blas"):
+        raise FlexBackendError(f"{BF16_ENV}={choice!r}: expected 'onednn' or 'blas'")
+    if choice == "blas" or (choice == "" and not host_has_amx()):
+        return False
+    path = dnnl_library_path()
+    try:
+        if path is None:
+            raise OSError(f"the {DNNL_DIST} wheel is not installed")
+        lib = ctypes.CDLL(path)
+        fns = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in DNNL_FUNCTIONS]
+    except (OSError, AttributeError) as e:
+        if choice == "onednn":
+            raise FlexBackendError(f"{BF16_ENV}=onednn but oneDNN cannot be used: {e}") from None
+        return False
+    table = (ctypes.c_void_p * len(fns))(*fns)
+    rt.flex_runtime_set_dnnl.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    return bool(rt.flex_runtime_set_dnnl(table, len(fns)))
+
+
+def bf16_gemm_library() -> str:
+    """'onednn' or 'blas': what runs this process's bf16 products."""
+    runtime_library()
+    return _bf16_library
+
+
+def dnnl_products() -> int:
+    """How many products oneDNN has run in this process."""
+    runtime_library()
+    _runtime.flex_runtime_dnnl_products.restype = ctypes.c_int64
+    return _runtime.flex_runtime_dnnl_products()
+
+
 def runtime_library() -> str:
     """Path of the runtime library, loaded (global, for the JIT's symbol
     lookup) with its BLAS functions set; FlexBackendError if either is
@@ -68,6 +148,8 @@ def runtime_library() -> str:
         rt = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         rt.flex_runtime_set_blas.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         rt.flex_runtime_set_blas(sgemm, bf16)
+        global _bf16_library
+        _bf16_library = "onednn" if _hand_over_dnnl(rt) else "blas"
         _runtime = rt
     return path
 

@@ -23,7 +23,7 @@ class _Linear(torch.nn.Module):
         return torch.nn.functional.linear(x, self.w)
 
 
-def run(dtypes=("f32", "bf16"), shapes=SHAPES, reps=5, log=print):
+def run(dtypes=("f32", "bf16"), shapes=SHAPES, reps=15, log=print):
     import torch_mlir_flex
 
     rows = []

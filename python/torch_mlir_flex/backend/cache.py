@@ -42,7 +42,7 @@ DEFAULT_SIZE_MB = 256
 FORMAT = "flex-cache-1 llvm-22.1.8"
 
 log = get_logger("cache")
-stats = collections.Counter()  # hits, misses, stored, errors
+stats = collections.Counter()  # hits, misses, stored, errors; stage_hits, stage_stored
 
 
 def enabled() -> bool:
@@ -161,7 +161,7 @@ def prune(directory: str, limit: int) -> None:
     """Removes least recently used entries until the total is <= limit."""
     entries = []
     for name in os.listdir(directory):
-        if name.endswith(".so"):
+        if name.endswith((".so", ".stage")):  # stage_cache.py's entries too
             p = os.path.join(directory, name)
             try:
                 st = os.stat(p)

@@ -27,11 +27,12 @@ from .. import _load_order  # noqa: F401  (our LLVM first)
 from .block_mask_args import flatten_block_masks
 from .errors import FlexBackendError, FlexCompileError
 from .jit import JitFunction
-from ..log import timed
+from ..log import get_logger, timed
 from .pipelines import DEFAULT_BACKEND
 from .report import log_flash_choices
 
 MATERIALIZE_PASS = "flex-materialize"
+log = get_logger("compile")
 # The textual pipeline that `loops_ir` truncates (see `pipeline_until`).
 LOOPS_STOP_BEFORE = "convert-scf-to-cf"
 
@@ -372,8 +373,6 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
 
 def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
              weights_as_arguments=True, exported_check=None):
-    from .mutations import Mutations
-
     # BlockMask arguments become tensors (block_mask_args.py).
     model, example_args, dynamic_shapes, layout = flatten_block_masks(model, example_args, dynamic_shapes)
     example_args = unalias(example_args)
@@ -382,15 +381,8 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
         exported_check(ep)
     out_spec = ep.call_spec.out_spec
     arg_specs, constants = _user_input_specs(ep, example_args)
-    targets = [] if weights_as_arguments else None
-    imported = []
-    torch_module = import_model(ep, func_name, state_targets=targets, imported=imported)
-    # Refuses, before lowering, what a call cannot write back.
-    mutations = Mutations(imported[0], targets)
+    torch_ir, linalg_ir, flex_ir, targets, mutations = _import_stages(ep, func_name, weights_as_arguments)
     state = [_state_tensor(ep, t) for t in targets or ()]
-    torch_ir = str(torch_module)
-    linalg_ir = to_linalg(torch_module)
-    flex_ir = materialize(linalg_ir)
     names = [n for n, _ in arg_specs] if arg_specs else None
     checks = _export_checks(ep, names, len(state))
     if names is not None:
@@ -403,6 +395,33 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
                           arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout, state=state,
                           mutations=mutations, constant_args=constants)
+
+
+def _import_stages(ep, func_name, weights_as_arguments):
+    """(Torch IR, linalg IR, flex IR, state targets, Mutations) of the
+    exported program `ep`: import, frontend and materialize, or their
+    results from the stage cache (stage_cache.py)."""
+    from . import stage_cache
+    from .mutations import Mutations
+
+    fingerprint = stage_cache.program_fingerprint(ep)
+    key = fingerprint and stage_cache.key("imported", fingerprint, func_name, weights_as_arguments)
+    hit = stage_cache.load(key) if key else None
+    if hit is not None:
+        log.info("stage import..materialize: from the stage cache")
+        return hit
+    targets = [] if weights_as_arguments else None
+    imported = []
+    torch_module = import_model(ep, func_name, state_targets=targets, imported=imported)
+    # Refuses, before lowering, what a call cannot write back.
+    mutations = Mutations(imported[0], targets)
+    torch_ir = str(torch_module)
+    linalg_ir = to_linalg(torch_module)
+    flex_ir = materialize(linalg_ir)
+    result = (torch_ir, linalg_ir, flex_ir, targets, mutations)
+    if key:
+        stage_cache.store(key, result)
+    return result
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",

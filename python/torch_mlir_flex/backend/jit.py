@@ -23,6 +23,7 @@ from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRunt
 from .shapes import ShapeProgram
 from .prechecks import _check_memref_element_types, check_known_parser_aborts
 from . import cache as compile_cache
+from . import stage_cache
 from . import threads
 
 
@@ -97,15 +98,7 @@ class JitFunction:
                 if not request_amx_permission():
                     raise FlexBackendError(f"pipeline {pipeline!r} uses AMX tiles, but this "
                                            "process may not (no amx_tile, or Linux refused)")
-            try:
-                # Two halves around finalize-memref-to-llvm so that IR it would
-                # assert on is rejected first (see _check_memref_element_types).
-                for i, part in enumerate(_split_before(text, "finalize-memref-to-llvm")):
-                    if i:
-                        _check_memref_element_types(module)
-                    run_with_unshared_inits(module, part, func_name)
-            except (ir.MLIRError, ValueError) as e:
-                raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
+            module = self._lower(module, module_text, text, pipeline)
             self.lowered = module
             libs = self._shared_libs(text, shared_libs, module)
             _check_external_symbols(module, libs)
@@ -118,6 +111,29 @@ class JitFunction:
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
                     "(see the diagnostics above)") from None
             self._bind(module, shapes, shape_checks)
+
+    def _lower(self, module, module_text, text, pipeline):
+        """`module` through the pipeline `text`, or its result from the
+        stage cache (keyed on the input text, the pipeline, the entry and
+        the in-place results: what the steps before it read)."""
+        key = stage_cache.key("lowered", module_text, text, self.func_name, sorted(self._in_place.items()))
+        cached = stage_cache.load(key)
+        if cached is not None:
+            try:
+                return ir.Module.parse(cached)
+            except ir.MLIRError:
+                pass  # lowered again below
+        try:
+            # Two halves around finalize-memref-to-llvm so that IR it would
+            # assert on is rejected first (see _check_memref_element_types).
+            for i, part in enumerate(_split_before(text, "finalize-memref-to-llvm")):
+                if i:
+                    _check_memref_element_types(module)
+                run_with_unshared_inits(module, part, self.func_name)
+        except (ir.MLIRError, ValueError) as e:
+            raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
+        stage_cache.store(key, str(module))
+        return module
 
     def _bind(self, module, shapes, shape_checks):
         """Everything a call needs, built once: descriptor classes, the C

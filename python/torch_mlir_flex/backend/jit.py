@@ -119,8 +119,13 @@ class JitFunction:
         key = stage_cache.key("lowered", module_text, text, self.func_name, sorted(self._in_place.items()))
         cached = stage_cache.load(key)
         if cached is not None:
+            # In a context of its own: this one holds the input's resources
+            # (weights, captured tensors), and parsing them again here would
+            # rename them (`..._1`), so the module would print, and key
+            # LLVM's object cache, differently from the one stored.
+            self.lowered_context = ir.Context()
             try:
-                return ir.Module.parse(cached)
+                return ir.Module.parse(cached, self.lowered_context)
             except ir.MLIRError:
                 pass  # lowered again below
         try:

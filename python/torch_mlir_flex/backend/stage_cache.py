@@ -124,7 +124,10 @@ def program_fingerprint(ep):
         text = ep.graph_module.print_readable(print_output=False, include_stride=True, include_device=True)
     except Exception:  # a graph torch cannot print
         return None
-    h.update(text.encode())
+    # Without comments: they name source lines and counters of torch's
+    # tracing (`<eval_with_key>.37`), which differ between exports.
+    code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    h.update("\n".join(code).encode())
     h.update(str(ep.graph_signature).encode())
     h.update(str(sorted((str(k), str(v)) for k, v in ep.range_constraints.items())).encode())
     captured = modifier_captures(ep.graph)

@@ -134,6 +134,9 @@ PIPELINES = {
 # (cpu_features.py; TORCH_MLIR_FLEX_AMX=0 turns it off).
 # `serial_below_us` (with `openmp`): see SERIAL_BELOW_US; 0 keeps every op
 # on the threads.
+# `parallel_rows` (with `openmp`; default $FLEX_PARALLEL_ROWS, else on):
+# flex-parallel-rows splits the other large linalg ops (elementwise chains,
+# norms, copies) across the threads (docs/dense-ops.md).
 # `split_keys_tasks`: decode ops (M <= 4) with fewer (b, h) row tiles than
 # this split their key blocks into chunks run in parallel and merged
 # (flash-decoding; about 4x the threads is the intended setting). Default
@@ -165,7 +168,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
                    num_threads: int = 0, bf16_dot=None, bf16_dot_backward: bool = False,
                    amx=None, split_keys_tasks: int = -1,
                    serial_below_us: int = SERIAL_BELOW_US,
-                   small_ops_when_awake=None, spread_workers=None, blas=None) -> str:
+                   small_ops_when_awake=None, spread_workers=None, blas=None,
+                   parallel_rows=None) -> str:
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
     elif bf16_dot and not host_has_avx512_bf16():
@@ -187,6 +191,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
         spread_workers = spread_workers_default()
     if blas is None:
         blas = os.environ.get("FLEX_DENSE_BLAS", "1") != "0"
+    if parallel_rows is None:
+        parallel_rows = os.environ.get("FLEX_PARALLEL_ROWS", "1") != "0"
     flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
              f"split-keys-tasks={split_keys_tasks}"
@@ -242,6 +248,9 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
             "func.func(flex-copies-to-linalg)",
             "cse",
             "canonicalize",
+            # The other large ops (elementwise chains, norms, copies) split
+            # across the threads along their outermost parallel loop.
+            *(["func.func(flex-parallel-rows)"] if openmp and parallel_rows else []),
             "func.func(convert-linalg-to-loops)",
             "canonicalize",
             "cse",

@@ -3,6 +3,7 @@
 #define TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_PASSES_H
 
 #include "mlir/Dialect/AMX/AMXDialect.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -854,4 +854,47 @@ def FlexMatmulToBlas : Pass<"flex-matmul-to-blas", "ModuleOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def FlexParallelRows : Pass<"flex-parallel-rows", "func::FuncOp"> {
+  let summary = "Split large linalg ops on buffers across the threads "
+                "along their outermost parallel loop";
+  let description = [{
+    After the BLAS took the matmuls and flex-to-flash the attention, the
+    other linalg ops of a model (elementwise chains, the reductions of
+    norms, copies, fills) would run as loops on one thread. Each linalg op
+    on buffers directly in the function body, with static loop ranges and
+    at least `min-iterations` iterations in all, is tiled along its
+    outermost parallel loop of more than one iteration into `chunks` tiles
+    (fewer when the loop is shorter) of an `scf.parallel`; the tiled pipeline
+    with OpenMP makes that a worksharing loop (convert-scf-to-openmp, with
+    flex-omp-dynamic-schedule's dynamic schedule). Each tile is the same op
+    on subviews of disjoint output rows, so any parallel loop may be split,
+    whatever the other loops (a row reduction keeps its reduction whole in
+    each tile). Smaller ops (decode steps) and dynamic shapes stay on one
+    thread: a parallel region whose workers sleep costs about 100 us to
+    start.
+
+    ```mlir
+    linalg.generic {iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<2048x1024xf32>) outs(%s : memref<2048xf32>) {...}
+    ==>  (chunks = 8)
+    scf.parallel (%i) = (%c0) to (%c2048) step (%c256) {
+      %xs = memref.subview %x[%i, 0] [256, 1024] [1, 1] : ...
+      %ss = memref.subview %s[%i] [256] [1] : ...
+      linalg.generic {iterator_types = ["parallel", "reduction"]}
+          ins(%xs : ...) outs(%ss : ...) {...}
+    }
+    ```
+  }];
+  let options = [
+    Option<"minIterations", "min-iterations", "int64_t", /*default=*/"65536",
+           "Ops with fewer iterations (all loops) stay on one thread">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"8",
+           "Tiles of the split loop">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 #endif

@@ -25,8 +25,12 @@ import os
 
 from .errors import FlexBackendError
 
-# The runtime functions that flex-matmul-to-blas emits calls of.
+# The runtime functions that flex-matmul-to-blas emits calls of, and the
+# heap functions of finalize-memref-to-llvm's use-generic-functions
+# (lib/Runtime/FlexAlloc.c: large blocks kept between calls).
 GEMM_FUNCTIONS = ("flex_gemm_f32", "flex_gemm_bf16")
+ALLOC_FUNCTIONS = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_aligned_alloc",
+                   "_mlir_memref_to_llvm_free")
 BLAS_ENV = "FLEX_BLAS_LIB"
 BF16_ENV = "FLEX_BF16_GEMM"
 DNNL_DIST = "onednn-cpu-gomp"
@@ -154,11 +158,27 @@ def runtime_library() -> str:
     return path
 
 
-def calls_gemm(module) -> bool:
-    """Whether the lowered `module` (LLVM dialect) declares a runtime GEMM."""
+def calls_runtime(module) -> bool:
+    """Whether the lowered `module` (LLVM dialect) declares a function of the
+    runtime library (a GEMM or the heap functions)."""
+    wanted = GEMM_FUNCTIONS + ALLOC_FUNCTIONS
     for op in module.body.operations:
         if op.operation.name in ("llvm.func", "func.func"):
             name = str(op.attributes["sym_name"]).strip('"')
-            if name in GEMM_FUNCTIONS:
+            if name in wanted:
                 return True
     return False
+
+
+def release_memory() -> None:
+    """Frees the large blocks the compiled code's heap keeps for its next
+    calls (bounded by $FLEX_ALLOC_CACHE_MB, default 1024)."""
+    if _runtime is not None:
+        _runtime.flex_runtime_release_memory()
+
+
+def kept_bytes() -> int:
+    """Bytes the compiled code's heap keeps between calls."""
+    runtime_library()
+    _runtime.flex_runtime_kept_bytes.restype = ctypes.c_int64
+    return _runtime.flex_runtime_kept_bytes()

@@ -207,7 +207,7 @@ class JitFunction:
         from .pipelines import find_openmp_runtime, uses_openmp
 
         libs = list(shared_libs)
-        if module is not None and blas.calls_gemm(module):
+        if module is not None and blas.calls_runtime(module):
             libs.append(blas.runtime_library())
         f16 = _float16_utils_library()
         if f16 and f16 not in libs:

@@ -79,7 +79,9 @@ TO_LLVM = ",".join(
         "convert-math-to-llvm",
         "convert-arith-to-llvm",
         "convert-index-to-llvm",
-        "finalize-memref-to-llvm",
+        # Heap calls to the runtime library (lib/Runtime/FlexAlloc.c), which
+        # keeps large blocks between calls instead of mapping them anew.
+        "finalize-memref-to-llvm{use-generic-functions=1}",
         "convert-func-to-llvm",
         "convert-cf-to-llvm",
         "reconcile-unrealized-casts",

@@ -1,0 +1,156 @@
+/*===- FlexAlloc.c - the compiled code's heap, with large blocks kept -----===*
+ *
+ * The tiled pipelines lower memref.alloc / dealloc to calls of these
+ * functions (finalize-memref-to-llvm's use-generic-functions). A model's
+ * temporaries are large (an MLP activation of 2048 x 4096 floats is 32 MiB)
+ * and glibc maps and unmaps such blocks on every call, so each call paid
+ * for faulting in and zeroing their pages again (14% of a bf16 block's
+ * forward was the kernel's page-fault path). Blocks of at least
+ * KEEP_MIN_BYTES are kept on free, up to a bound, and handed out again to
+ * an allocation of the same size (a model allocates the same sizes every
+ * call); the least recently kept go first when the bound is reached. The
+ * bound is $FLEX_ALLOC_CACHE_MB (default 1024; 0 keeps nothing), read once.
+ *
+ * Every block carries a header before the pointer returned, so free knows
+ * its size; pointers are aligned to at least 64 bytes.
+ *
+ *===----------------------------------------------------------------------===*/
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { HEADER = 64, KEEP_MIN_BYTES = 1 << 18, SLOTS = 64 };
+static const uint64_t MAGIC = 0x666c6578616c6c63ull; /* "flexallc" */
+
+typedef struct {
+  void *base;     /* what malloc returned */
+  uint64_t bytes; /* what was asked of malloc */
+  uint64_t magic;
+} Header;
+
+typedef struct {
+  void *base;
+  uint64_t bytes;
+  uint64_t stamp; /* when it was kept: the smallest goes first */
+} Kept;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static Kept g_kept[SLOTS];
+static int g_nkept;
+static uint64_t g_kept_bytes, g_stamp;
+static int64_t g_bound = -1; /* bytes; -1: not read yet */
+
+static int64_t bound(void) {
+  if (g_bound < 0) {
+    const char *env = getenv("FLEX_ALLOC_CACHE_MB");
+    long mb = env && *env ? atol(env) : 1024;
+    g_bound = (mb > 0 ? (int64_t)mb : 0) << 20;
+  }
+  return g_bound;
+}
+
+/* A kept block of exactly `bytes`, removed from the list, or NULL. */
+static void *take(uint64_t bytes) {
+  void *p = NULL;
+  pthread_mutex_lock(&g_lock);
+  for (int i = 0; i < g_nkept; ++i)
+    if (g_kept[i].bytes == bytes) {
+      p = g_kept[i].base;
+      g_kept_bytes -= bytes;
+      g_kept[i] = g_kept[--g_nkept];
+      break;
+    }
+  pthread_mutex_unlock(&g_lock);
+  return p;
+}
+
+/* Keeps `base` (of `bytes`) or frees it; frees the oldest kept blocks to
+ * stay within the bound. */
+static void keep(void *base, uint64_t bytes) {
+  void *evicted[SLOTS + 1];
+  int nev = 0;
+  pthread_mutex_lock(&g_lock);
+  int64_t limit = bound();
+  if ((int64_t)bytes > limit) {
+    evicted[nev++] = base;
+  } else {
+    while (g_nkept > 0 &&
+           (g_nkept == SLOTS || (int64_t)(g_kept_bytes + bytes) > limit)) {
+      int oldest = 0;
+      for (int i = 1; i < g_nkept; ++i)
+        if (g_kept[i].stamp < g_kept[oldest].stamp)
+          oldest = i;
+      evicted[nev++] = g_kept[oldest].base;
+      g_kept_bytes -= g_kept[oldest].bytes;
+      g_kept[oldest] = g_kept[--g_nkept];
+    }
+    g_kept[g_nkept++] = (Kept){base, bytes, ++g_stamp};
+    g_kept_bytes += bytes;
+  }
+  pthread_mutex_unlock(&g_lock);
+  for (int i = 0; i < nev; ++i)
+    free(evicted[i]);
+}
+
+static void *allocate(uint64_t size, uint64_t alignment) {
+  if (alignment < HEADER)
+    alignment = HEADER;
+  uint64_t bytes = size + alignment + HEADER;
+  if (bytes >= KEEP_MIN_BYTES) /* page multiples: more sizes match */
+    bytes = (bytes + 4095) & ~(uint64_t)4095;
+  void *base = bytes >= KEEP_MIN_BYTES ? take(bytes) : NULL;
+  if (!base)
+    base = malloc(bytes);
+  if (!base)
+    return NULL;
+  uintptr_t p = ((uintptr_t)base + HEADER + alignment - 1) & ~(uintptr_t)(alignment - 1);
+  Header h = {base, bytes, MAGIC};
+  memcpy((char *)p - sizeof(Header), &h, sizeof(Header));
+  return (void *)p;
+}
+
+void *_mlir_memref_to_llvm_alloc(uint64_t size) { return allocate(size, 0); }
+
+void *_mlir_memref_to_llvm_aligned_alloc(uint64_t alignment, uint64_t size) {
+  /* alignment is a power of two (memref.alloc's attribute) */
+  return allocate(size, alignment);
+}
+
+void _mlir_memref_to_llvm_free(void *p) {
+  if (!p)
+    return;
+  Header h;
+  memcpy(&h, (char *)p - sizeof(Header), sizeof(Header));
+  if (h.magic != MAGIC) { /* not one of ours: malloc's, then */
+    free(p);
+    return;
+  }
+  memset((char *)p - sizeof(Header), 0, sizeof(Header));
+  if (h.bytes >= KEEP_MIN_BYTES && bound() > 0)
+    keep(h.base, h.bytes);
+  else
+    free(h.base);
+}
+
+/* Frees every kept block (torch_mlir_flex.backend.blas.release_memory). */
+void flex_runtime_release_memory(void) {
+  void *all[SLOTS];
+  int n = 0;
+  pthread_mutex_lock(&g_lock);
+  for (int i = 0; i < g_nkept; ++i)
+    all[n++] = g_kept[i].base;
+  g_nkept = 0;
+  g_kept_bytes = 0;
+  pthread_mutex_unlock(&g_lock);
+  for (int i = 0; i < n; ++i)
+    free(all[i]);
+}
+
+/* Bytes held in kept blocks (tests). */
+int64_t flex_runtime_kept_bytes(void) {
+  pthread_mutex_lock(&g_lock);
+  int64_t b = (int64_t)g_kept_bytes;
+  pthread_mutex_unlock(&g_lock);
+  return b;
+}

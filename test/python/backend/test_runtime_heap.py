@@ -1,0 +1,78 @@
+"""The compiled code's heap (lib/Runtime/FlexAlloc.c): memref allocations
+call the runtime, which keeps large freed blocks for the next call; results
+stay eager's, what is kept does not grow from call to call, the bound
+($FLEX_ALLOC_CACHE_MB) holds, and release_memory() frees it.
+
+    PYTHONPATH=python pytest -q test/python/backend/test_runtime_heap.py
+"""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import torch_mlir_flex  # noqa: F401  (before torch_mlir)
+import torch
+
+from torch_mlir_flex.backend import blas
+
+warnings.filterwarnings("ignore")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+class Chain(torch.nn.Module):
+    """Temporaries of 4 MiB each (1024 x 1024 f32) that the result needs."""
+
+    def forward(self, x, y):
+        a = torch.exp(x) * 0.5
+        b = torch.sin(y) + a.t()
+        return (a @ b).sum(0) + b.mean(1)
+
+
+def _args():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(1024, 1024, generator=g) * 0.1, torch.randn(1024, 1024, generator=g)
+
+
+def test_large_blocks_are_kept_and_reused():
+    x, y = _args()
+    fn = torch_mlir_flex.compile(Chain(), (x, y))
+    assert "_mlir_memref_to_llvm_alloc" in fn.lowered_ir and "llvm.call @malloc" not in fn.lowered_ir
+    expected = Chain()(x, y)
+    torch.testing.assert_close(fn(x, y), expected, rtol=1e-4, atol=1e-3)
+    kept = blas.kept_bytes()
+    assert kept >= 4 << 20  # at least one 1024 x 1024 f32 temporary kept
+    for _ in range(5):
+        torch.testing.assert_close(fn(x, y), expected, rtol=1e-4, atol=1e-3)
+        assert blas.kept_bytes() == kept  # reused, not grown
+    blas.release_memory()
+    assert blas.kept_bytes() == 0
+    torch.testing.assert_close(fn(x, y), expected, rtol=1e-4, atol=1e-3)
+
+
+CHILD = r"""
+import torch_mlir_flex, torch, sys
+sys.path.insert(0, {here!r})
+from test_runtime_heap import Chain, _args
+from torch_mlir_flex.backend import blas
+x, y = _args()
+fn = torch_mlir_flex.compile(Chain(), (x, y))
+torch.testing.assert_close(fn(x, y), Chain()(x, y), rtol=1e-4, atol=1e-3)
+print("KEPT", blas.kept_bytes())
+"""
+
+
+def _kept_in_child(mb):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), ROOT]),
+               FLEX_ALLOC_CACHE_MB=str(mb))
+    proc = subprocess.run([sys.executable, "-c", CHILD.format(here=os.path.dirname(os.path.abspath(__file__)))],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return int([l for l in proc.stdout.splitlines() if l.startswith("KEPT")][-1].split()[1])
+
+
+def test_bound_holds():
+    assert _kept_in_child(0) == 0
+    kept = _kept_in_child(5)  # room for one 4 MiB block
+    assert 0 < kept <= 5 << 20

@@ -1,4 +1,5 @@
 // RUN: flex-opt %s -flex-expand-math -split-input-file | FileCheck %s
+// RUN: flex-opt %s -flex-expand-math="approximate-exp=1" -split-input-file | FileCheck %s --check-prefix=EXP
 
 // flex-expand-math removes the math ops that convert-math-to-llvm cannot
 // lower. Numerics: test/python/backend/test_math_ops.py.
@@ -64,14 +65,44 @@ func.func @libm_f64(%x: f64) -> (f64, f64, f64) {
 // -----
 
 // Other math ops are left to convert-math-to-llvm (no libm call for tan).
+// With approximate-exp, f32 exp becomes MLIR's polynomial (range reduction
+// by ln 2, a polynomial, the exponent put back with an integer shift), a bf16
+// one the same in f32; f64 exp stays.
 // CHECK-LABEL: func.func @untouched
 // CHECK: math.tan %{{.+}} : f64
 // CHECK: math.exp %{{.+}} : f32
+// CHECK: math.exp %{{.+}} : bf16
 // CHECK-NOT: call
-func.func @untouched(%x: f64, %y: f32) -> (f64, f32) {
+// Around each: +inf above ln(FLT_MAX), 0 below ln(smallest denormal)
+// (the approximation clamps its argument), compared in f32.
+// EXP-LABEL: func.func @untouched
+// EXP-DAG:   %[[HI:.*]] = arith.constant 88.7228394 : f32
+// EXP-DAG:   %[[LO:.*]] = arith.constant -103.972084 : f32
+// EXP-DAG:   %[[INF:.*]] = arith.constant 0x7F800000 : f32
+// EXP-DAG:   %[[INF16:.*]] = arith.constant 0x7F80 : bf16
+// EXP:       math.tan %{{.+}} : f64
+// EXP-NOT:   math.exp %{{.+}} : f32
+// EXP:       math.fma
+// EXP:       arith.shli
+// EXP:       %[[P:.*]] = arith.mulf {{.*}} : f32
+// EXP:       %[[BIG:.*]] = arith.cmpf ogt, %arg1, %[[HI]] : f32
+// EXP:       %[[TINY:.*]] = arith.cmpf olt, %arg1, %[[LO]] : f32
+// EXP:       %[[Z:.*]] = arith.select %[[TINY]], %{{.*}}, %[[P]] : f32
+// EXP:       %[[R:.*]] = arith.select %[[BIG]], %[[INF]], %[[Z]] : f32
+// EXP-NOT:   math.exp %{{.+}} : f32
+// EXP:       arith.extf %arg2 : bf16 to f32
+// EXP:       math.fma
+// EXP:       arith.truncf %{{.+}} : f32 to bf16
+// EXP:       arith.select %{{.*}}, %[[INF16]], %{{.*}} : bf16
+// EXP-NOT:   math.exp %{{.+}} : {{f32|bf16}}
+// EXP:       math.exp %{{.+}} : f64
+// EXP:       return %{{.*}}, %[[R]]
+func.func @untouched(%x: f64, %y: f32, %z: bf16) -> (f64, f32, bf16, f64) {
   %a = math.tan %x : f64
   %b = math.exp %y : f32
-  return %a, %b : f64, f32
+  %c = math.exp %z : bf16
+  %d = math.exp %x : f64
+  return %a, %b, %c, %d : f64, f32, bf16, f64
 }
 
 // -----

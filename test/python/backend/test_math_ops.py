@@ -99,3 +99,27 @@ def test_erf_f64_uses_libm(backend):
 def test_gelu_bf16_reference():
     x = _x(8, 32).to(torch.bfloat16)
     _check(Gelu(), (x,), "reference", atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exp_over_its_range(backend):
+    # The tiled pipeline computes exp with a polynomial (flex-expand-math's
+    # approximate-exp) guarded at both ends: a few ulps in the normal range,
+    # +inf above ln(FLT_MAX), 0 or a denormal's magnitude below, NaN kept.
+    x = torch.cat([torch.linspace(-110.0, 90.0, 200001),
+                   torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 88.72, 88.73, -87.5])])
+    fn = torch_mlir_flex.compile(Unary(torch.exp), (x,), backend=backend)
+    got, exp = fn(x), torch.exp(x)
+    normal = exp.abs() >= torch.finfo(torch.float32).tiny
+    rel = ((got - exp).abs() / exp.abs())[normal & exp.isfinite()]
+    assert rel.max().item() < 6e-7, rel.max().item()
+    assert ((got - exp).abs()[~normal & ~exp.isnan()]).max().item() <= 2 * torch.finfo(torch.float32).tiny
+    assert torch.equal(got.isinf(), exp.isinf()) and torch.equal(got.isnan(), exp.isnan())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_silu_tiled(dtype):
+    # SiLU = x * sigmoid(x), whose exp is the polynomial in the tiled pipeline.
+    x = _x(64, 1000, scale=8.0).to(dtype)
+    tol = dict(atol=1e-6, rtol=1e-6) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
+    _check(Unary(F.silu), (x,), "tiled", **tol)

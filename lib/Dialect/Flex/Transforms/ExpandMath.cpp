@@ -8,6 +8,7 @@
 //   f16/bf16 (all six)    -> computed in f32, truncated back
 //   asinh/acosh/atanh     -> log1p/log/sqrt expansions (below)
 //   f64 erf/erfc/cbrt     -> calls to the C library, resolved by the JIT
+//   exp (approximate-exp) -> as erf: f32 polynomial, f16/bf16 via f32
 // and reports any of them that is left.
 //
 //===----------------------------------------------------------------------===//
@@ -169,17 +170,57 @@ void guardCbrtInfinities(ModuleOp module) {
   });
 }
 
+/// Upstream's exp approximation clamps its argument to about [-87.8, 88.7]:
+/// exp(+inf) or exp(100) would be 3.4e38 instead of +inf, and exp(-100) the
+/// smallest normal float instead of a denormal near 0. Every f32/f16/bf16
+/// exp gets +inf above ln(FLT_MAX) and 0 below ln(smallest denormal)
+/// selected around it (compared in f32) before it is rewritten.
+void guardExpRange(ModuleOp module) {
+  module.walk([](math::ExpOp op) {
+    Type type = op.getType();
+    auto elt = dyn_cast<FloatType>(getElementTypeOrSelf(type));
+    if (!elt || elt.getWidth() > 32)
+      return;
+    OpBuilder b(op->getContext());
+    b.setInsertionPointAfter(op);
+    Location loc = op.getLoc();
+    Value x = op.getOperand();
+    Type f32 = b.getF32Type();
+    if (auto vt = dyn_cast<VectorType>(type))
+      f32 = vt.clone(f32);
+    Value xf = elt.getWidth() == 32 ? x : arith::ExtFOp::create(b, loc, f32, x);
+    Value big = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, xf,
+                                      floatConst(b, loc, f32, 88.72283935546875));
+    Value tiny = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, xf,
+                                       floatConst(b, loc, f32, -103.972084045410));
+    auto zeroed = arith::SelectOp::create(
+        b, loc, tiny, floatConst(b, loc, type, 0.0), op.getResult());
+    Value r = arith::SelectOp::create(b, loc, big,
+                                      floatConst(b, loc, type, INFINITY), zeroed);
+    op.getResult().replaceAllUsesExcept(r, zeroed);
+  });
+}
+
 struct FlexExpandMathPass
     : public flex::impl::FlexExpandMathBase<FlexExpandMathPass> {
+  using FlexExpandMathBase::FlexExpandMathBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
 
     guardCbrtInfinities(module);
+    if (approximateExp)
+      guardExpRange(module);
 
     // 1. Polynomial approximations (f32; f16/bf16 via f32) and expansions.
     RewritePatternSet patterns(ctx);
     populateMathPolynomialApproximationPatterns(patterns, isPolynomialTarget);
+    if (approximateExp) {
+      auto isExp = [](StringRef name) { return name == "math.exp" || name == "exp"; };
+      populateMathF32ExpansionPatterns(patterns, isExp, /*benefit=*/2);
+      populateMathPolynomialApproximationPatterns(patterns, isExp);
+    }
     patterns.add<ComputeInF32<math::ErfOp>, ComputeInF32<math::ErfcOp>,
                  ComputeInF32<math::CbrtOp>, ComputeInF32<math::AsinhOp>,
                  ComputeInF32<math::AcoshOp>, ComputeInF32<math::AtanhOp>,

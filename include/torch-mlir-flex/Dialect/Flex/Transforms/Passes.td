@@ -740,6 +740,12 @@ def FlexExpandMath : Pass<"flex-expand-math", "ModuleOp"> {
     - f64 `erf`, `erfc`, `cbrt`: calls to the C library (`erf`, `erfc`,
       `cbrt`), which the JIT resolves in the process.
 
+    With `approximate-exp`, `math.exp` gets the same treatment (MLIR's
+    polynomial approximation in f32; f16/bf16 computed in f32): LLVM then
+    vectorizes the loops of elementwise exp (SiLU, sigmoid, softmax outside
+    attention), which otherwise call the C library's `expf` one element at
+    a time.
+
     Any of these ops left afterwards (e.g. on an unsupported type) is an
     error naming the op. Run before convert-math-to-llvm.
 
@@ -749,6 +755,10 @@ def FlexExpandMath : Pass<"flex-expand-math", "ModuleOp"> {
     (arith/math ops of a rational approximation; no math.erf)
     ```
   }];
+  let options = [
+    Option<"approximateExp", "approximate-exp", "bool", /*default=*/"false",
+           "Also replace math.exp by its polynomial approximation">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::math::MathDialect",

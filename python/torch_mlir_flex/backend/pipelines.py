@@ -236,6 +236,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
     return "builtin.module(" + ",".join(
         [
             "flex-insert-checks",
+            # bf16/f16 sums (norms) accumulate in f32, as eager's do.
+            "func.func(flex-widen-reductions)",
             # Dense ops (docs/dense-ops.md): matmuls read the weights and
             # narrow inputs in place, then run on the BLAS (after
             # deallocation: the calls take raw pointers).

@@ -907,4 +907,41 @@ def FlexParallelRows : Pass<"flex-parallel-rows", "func::FuncOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def FlexWidenReductions : Pass<"flex-widen-reductions", "func::FuncOp"> {
+  let summary = "Accumulate bf16/f16 sum reductions in f32";
+  let description = [{
+    torch-mlir lowers the sum (or mean) of a bf16 or f16 tensor, e.g. an
+    RMSNorm's mean of squares, to a `linalg.generic` reduction whose
+    accumulator has the narrow type: every partial sum is rounded, so over
+    a row of 1024 values the result is off by up to a few percent, and
+    each addition goes through a conversion. Eager PyTorch accumulates in
+    f32. A reduction generic on tensors with one bf16/f16 init whose
+    block argument is only read by an `arith.addf` that is yielded gets an
+    f32 accumulator: its init is widened (a `linalg.fill` becomes an f32
+    fill of the extended value, anything else an elementwise `arith.extf`),
+    the summand is extended, and the result is rounded once (an
+    elementwise `arith.truncf`) into the original type.
+
+    ```mlir
+    %s = linalg.generic {iterator_types = ["parallel", "reduction"]}
+        ins(%x : tensor<8x1024xbf16>) outs(%zero : tensor<8xbf16>) {
+      ^bb0(%in: bf16, %out: bf16):
+        %a = arith.addf %in, %out : bf16
+        linalg.yield %a : bf16 }
+    ==>
+    %z32 = linalg.fill ins(%c0_f32) outs(tensor.empty() : tensor<8xf32>)
+    %s32 = linalg.generic ... ins(%x) outs(%z32 : tensor<8xf32>) {
+      ^bb0(%in: bf16, %out: f32):
+        %w = arith.extf %in : bf16 to f32
+        %a = arith.addf %w, %out : f32
+        linalg.yield %a : f32 }
+    %s = linalg.generic {elementwise arith.truncf} ins(%s32) -> tensor<8xbf16>
+    ```
+    Other reductions (max, products, several inits) are left alone.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif

@@ -121,8 +121,13 @@ def _hand_over_dnnl(rt) -> bool:
 
 
 def bf16_gemm_library() -> str:
-    """'onednn' or 'blas': what runs this process's bf16 products."""
+    """'onednn' or 'blas': what runs this process's bf16 products. oneDNN
+    is loaded then, at the latest (else by the first module with a bf16
+    product: f32 models do not map it)."""
+    global _bf16_library
     runtime_library()
+    if _bf16_library is None:
+        _bf16_library = "onednn" if _hand_over_dnnl(_runtime) else "blas"
     return _bf16_library
 
 
@@ -152,22 +157,26 @@ def runtime_library() -> str:
         rt = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         rt.flex_runtime_set_blas.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         rt.flex_runtime_set_blas(sgemm, bf16)
-        global _bf16_library
-        _bf16_library = "onednn" if _hand_over_dnnl(rt) else "blas"
         _runtime = rt
     return path
 
 
-def calls_runtime(module) -> bool:
-    """Whether the lowered `module` (LLVM dialect) declares a function of the
-    runtime library (a GEMM or the heap functions)."""
-    wanted = GEMM_FUNCTIONS + ALLOC_FUNCTIONS
+def declares(module, names) -> bool:
+    """Whether the lowered `module` (LLVM dialect) declares one of `names`."""
     for op in module.body.operations:
         if op.operation.name in ("llvm.func", "func.func"):
-            name = str(op.attributes["sym_name"]).strip('"')
-            if name in wanted:
+            if str(op.attributes["sym_name"]).strip('"') in names:
                 return True
     return False
+
+
+def calls_runtime(module) -> bool:
+    """Whether the lowered `module` (LLVM dialect) declares a function of the
+    runtime library (a GEMM or the heap functions); for a bf16 GEMM, the
+    library behind it (oneDNN or the BLAS) is chosen now."""
+    if declares(module, ("flex_gemm_bf16",)):
+        bf16_gemm_library()
+    return declares(module, GEMM_FUNCTIONS + ALLOC_FUNCTIONS)
 
 
 def release_memory() -> None:

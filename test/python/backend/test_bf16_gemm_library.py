@@ -20,15 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 # oneDNN declines) and prints the library and the worst error against eager
 # relative to each output's magnitude.
 CHILD = r"""
+import sys
 import torch_mlir_flex, torch
 from torch_mlir_flex.backend import blas
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-    def forward(self, a, b):
-        return self.fn(a, b)
+sys.path.insert(0, {here!r})
+from test_dense_matmul import Fn
 
 def rand(*s, seed):
     return torch.randn(*s, generator=torch.Generator().manual_seed(seed)).bfloat16()
@@ -58,7 +54,8 @@ def _run(choice):
     env.pop("FLEX_BF16_GEMM", None)
     if choice is not None:
         env["FLEX_BF16_GEMM"] = choice
-    return subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
+    child = CHILD.replace("{here!r}", repr(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.parametrize("choice", [None, "onednn", "blas"], ids=["default", "onednn", "blas"])

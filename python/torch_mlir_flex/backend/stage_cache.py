@@ -17,7 +17,10 @@ cached compile). Two more entries skip those:
 Every key includes `build_id()`: this package's Python sources and native
 libraries and the torch / torch-mlir versions, so a changed compiler never
 reads an older entry. Entries are pickles beside cache.py's, in the same
-directory, under the same switch and size bound.
+directory, under the same switch and size bound;
+`TORCH_MLIR_FLEX_STAGE_CACHE=0` turns off only these (e.g. to compile again
+with a patched importer in the same process: the build id sees files, not
+monkeypatches).
 """
 
 import functools
@@ -31,6 +34,7 @@ from . import cache
 
 FORMAT = "flex-stage-1"
 SUFFIX = ".stage"
+ENABLE_ENV = "TORCH_MLIR_FLEX_STAGE_CACHE"
 
 log = get_logger("cache")
 
@@ -64,6 +68,11 @@ def build_id() -> str:
     return h.hexdigest()
 
 
+def enabled() -> bool:
+    off = os.environ.get(ENABLE_ENV, "1").strip().lower() in ("0", "false", "off", "no")
+    return cache.enabled() and not off
+
+
 def key(kind: str, *parts) -> str:
     h = hashlib.sha256(f"{kind}\0{build_id()}\0{cache.host_cpu_signature()}".encode())
     for p in parts:
@@ -78,7 +87,7 @@ def _path(k: str) -> str:
 
 def load(k: str):
     """The entry stored under `k`, or None."""
-    if not cache.enabled():
+    if not enabled():
         return None
     path = _path(k)
     try:
@@ -96,7 +105,7 @@ def load(k: str):
 
 
 def store(k: str, value) -> None:
-    if not cache.enabled():
+    if not enabled():
         return
     directory = cache.cache_dir()
     try:

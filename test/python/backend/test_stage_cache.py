@@ -114,7 +114,9 @@ def test_key_depends_on_the_build(monkeypatch):
     assert stage_cache.key("lowered", "text") != k
 
 
-def test_disabled_by_environment(cache_dir, monkeypatch):
-    monkeypatch.setenv(cache.ENABLE_ENV, "0")
+@pytest.mark.parametrize("env", [cache.ENABLE_ENV, stage_cache.ENABLE_ENV])
+def test_disabled_by_environment(cache_dir, monkeypatch, env):
+    monkeypatch.setenv(env, "0")
     _compile_and_check(BiasedAttn(0), _inputs())
-    assert _stages(cache_dir) == []
+    _compile_and_check(BiasedAttn(0), _inputs())
+    assert _stages(cache_dir) == [] and cache.stats["stage_hits"] == 0

@@ -127,7 +127,7 @@ void _mlir_memref_to_llvm_free(void *p) {
     return;
   }
   memset((char *)p - sizeof(Header), 0, sizeof(Header));
-  if (h.bytes >= KEEP_MIN_BYTES && bound() > 0)
+  if (h.bytes >= KEEP_MIN_BYTES) /* kept, or freed when over the bound */
     keep(h.base, h.bytes);
   else
     free(h.base);

@@ -23,6 +23,7 @@ loading it through here hands the BLAS functions over once per process.
 import ctypes
 import os
 
+from .cpu_features import host_has_amx_bf16
 from .errors import FlexBackendError
 
 # The runtime functions that flex-matmul-to-blas emits calls of, and the
@@ -70,18 +71,6 @@ def _function_address(lib, name: str, path: str) -> int:
                                "cblas_gemm_bf16bf16f32)") from None
 
 
-def host_has_amx() -> bool:
-    """Whether this CPU (and kernel) offers AMX bf16 tiles."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return "amx_bf16" in line.split()
-    except OSError:
-        pass
-    return False
-
-
 def dnnl_library_path():
     """libdnnl.so.3 of the installed `onednn-cpu-gomp` wheel, or None."""
     from importlib import metadata
@@ -103,7 +92,7 @@ def _hand_over_dnnl(rt) -> bool:
     choice = os.environ.get(BF16_ENV, "").strip().lower()
     if choice not in ("", "onednn", "blas"):
         raise FlexBackendError(f"{BF16_ENV}={choice!r}: expected 'onednn' or 'blas'")
-    if choice == "blas" or (choice == "" and not host_has_amx()):
+    if choice == "blas" or (choice == "" and not host_has_amx_bf16()):
         return False
     path = dnnl_library_path()
     try:
@@ -161,22 +150,20 @@ def runtime_library() -> str:
     return path
 
 
-def declares(module, names) -> bool:
-    """Whether the lowered `module` (LLVM dialect) declares one of `names`."""
-    for op in module.body.operations:
-        if op.operation.name in ("llvm.func", "func.func"):
-            if str(op.attributes["sym_name"]).strip('"') in names:
-                return True
-    return False
+def _declared(module) -> set:
+    """Names of the functions the lowered `module` (LLVM dialect) declares."""
+    return {str(op.attributes["sym_name"]).strip('"') for op in module.body.operations
+            if op.operation.name in ("llvm.func", "func.func")}
 
 
 def calls_runtime(module) -> bool:
     """Whether the lowered `module` (LLVM dialect) declares a function of the
     runtime library (a GEMM or the heap functions); for a bf16 GEMM, the
     library behind it (oneDNN or the BLAS) is chosen now."""
-    if declares(module, ("flex_gemm_bf16",)):
+    declared = _declared(module)
+    if "flex_gemm_bf16" in declared:
         bf16_gemm_library()
-    return declares(module, GEMM_FUNCTIONS + ALLOC_FUNCTIONS)
+    return not declared.isdisjoint(GEMM_FUNCTIONS + ALLOC_FUNCTIONS)
 
 
 def release_memory() -> None:

@@ -45,8 +45,13 @@ log = get_logger("cache")
 stats = collections.Counter()  # hits, misses, stored, errors; stage_hits, stage_stored
 
 
+def switched_on(env: str) -> bool:
+    """An on/off environment switch, on unless "0", "false", "off" or "no"."""
+    return os.environ.get(env, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
 def enabled() -> bool:
-    return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+    return switched_on(ENABLE_ENV)
 
 
 def cache_dir() -> str:
@@ -88,13 +93,14 @@ class SharedObjectEngine:
     invoke = execution_engine.ExecutionEngine.invoke
 
 
-def engine_for(module, opt_level: int = 2, shared_libs=(), entry=None):
+def engine_for(module, opt_level: int = 2, shared_libs=(), entry=None, text=None):
     """An ExecutionEngine for `module`, or the cached equivalent. `entry`:
-    the symbol that calls look up (its packed wrapper `_mlir_<entry>`)."""
+    the symbol that calls look up (its packed wrapper `_mlir_<entry>`);
+    `text`: `str(module)` when the caller has it already."""
     shared_libs = list(shared_libs)
     if not enabled():
         return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
-    key = cache_key(str(module), opt_level, shared_libs)
+    key = cache_key(str(module) if text is None else text, opt_level, shared_libs)
     path = os.path.join(cache_dir(), key + ".so")
     if os.path.exists(path):
         try:

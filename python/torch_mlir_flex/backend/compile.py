@@ -262,7 +262,7 @@ class CompiledModule:
         self.torch_ir = torch_ir
         self.linalg_ir = linalg_ir
         self.flex_ir = flex_ir
-        self.lowered_ir = str(jit_function.lowered)
+        self.lowered_ir = jit_function.lowered_text
         self.exported_program = exported_program
         self._arg_specs = arg_specs  # [(name, torch.dtype)]
         self._out_spec = out_spec

@@ -98,14 +98,14 @@ class JitFunction:
                 if not request_amx_permission():
                     raise FlexBackendError(f"pipeline {pipeline!r} uses AMX tiles, but this "
                                            "process may not (no amx_tile, or Linux refused)")
-            module = self._lower(module, module_text, text, pipeline)
+            module, self.lowered_text = self._lower(module, module_text, text, pipeline)
             self.lowered = module
             libs = self._shared_libs(text, shared_libs, module)
             _check_external_symbols(module, libs)
             try:
                 self.engine = compile_cache.engine_for(  # ExecutionEngine, or cached
                     module, opt_level=opt_level, shared_libs=libs,
-                    entry=f"_mlir_ciface_{func_name}")
+                    entry=f"_mlir_ciface_{func_name}", text=self.lowered_text)
             except RuntimeError as e:  # e.g. ops left that LLVM IR cannot express
                 raise FlexBackendError(
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
@@ -113,19 +113,20 @@ class JitFunction:
             self._bind(module, shapes, shape_checks)
 
     def _lower(self, module, module_text, text, pipeline):
-        """`module` through the pipeline `text`, or its result from the
+        """(`module` through the pipeline `text`, its text), or both from the
         stage cache (keyed on the input text, the pipeline, the entry and
-        the in-place results: what the steps before it read)."""
+        the in-place results: what the steps before it read). The text is
+        printed once: it is stored, keys LLVM's object cache and is the
+        compiled object's `lowered_ir` (a 24-layer model's is large)."""
         key = stage_cache.key("lowered", module_text, text, self.func_name, sorted(self._in_place.items()))
         cached = stage_cache.load(key)
         if cached is not None:
             # In a context of its own: this one holds the input's resources
             # (weights, captured tensors), and parsing them again here would
-            # rename them (`..._1`), so the module would print, and key
-            # LLVM's object cache, differently from the one stored.
+            # rename them (`..._1`) in the module LLVM compiles.
             self.lowered_context = ir.Context()
             try:
-                return ir.Module.parse(cached, self.lowered_context)
+                return ir.Module.parse(cached, self.lowered_context), cached
             except ir.MLIRError:
                 pass  # lowered again below
         try:
@@ -137,8 +138,9 @@ class JitFunction:
                 run_with_unshared_inits(module, part, self.func_name)
         except (ir.MLIRError, ValueError) as e:
             raise FlexBackendError(f"lowering with pipeline {pipeline!r} failed: {e}") from None
-        stage_cache.store(key, str(module))
-        return module
+        lowered = str(module)
+        stage_cache.store(key, lowered)
+        return module, lowered
 
     def _bind(self, module, shapes, shape_checks):
         """Everything a call needs, built once: descriptor classes, the C

@@ -69,8 +69,7 @@ def build_id() -> str:
 
 
 def enabled() -> bool:
-    off = os.environ.get(ENABLE_ENV, "1").strip().lower() in ("0", "false", "off", "no")
-    return cache.enabled() and not off
+    return cache.enabled() and cache.switched_on(ENABLE_ENV)
 
 
 def key(kind: str, *parts) -> str:
@@ -108,16 +107,21 @@ def store(k: str, value) -> None:
     if not enabled():
         return
     directory = cache.cache_dir()
+    tmp = None
     try:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, _path(k))
+        tmp = None
         cache.stats["stage_stored"] += 1
         cache.prune(directory, cache._limit_bytes())
     except OSError as e:
         log.warning("stage cache: could not store %s: %s", k, e)
+    finally:
+        if tmp is not None:  # not renamed into place: not left behind
+            cache._remove(tmp)
 
 
 def program_fingerprint(ep):

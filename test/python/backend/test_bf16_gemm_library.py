@@ -60,13 +60,13 @@ def _run(choice):
 
 @pytest.mark.parametrize("choice", [None, "onednn", "blas"], ids=["default", "onednn", "blas"])
 def test_bf16_products_on_each_library(choice):
-    from torch_mlir_flex.backend import blas
+    from torch_mlir_flex.backend import cpu_features
 
     proc = _run(choice)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [l for l in proc.stdout.splitlines() if l.startswith("LIBRARY")][-1].split()
     library, error, products = line[1], float(line[3]), int(line[5])
-    expected = choice or ("onednn" if blas.host_has_amx() else "blas")
+    expected = choice or ("onednn" if cpu_features.host_has_amx_bf16() else "blas")
     assert library == expected
     # oneDNN ran every product but the strided slice's (no unit stride: the
     # BLAS packs it); the broadcast batch is one call.

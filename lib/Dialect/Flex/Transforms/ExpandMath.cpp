@@ -37,9 +37,10 @@ bool isTargetOp(Operation *op) {
              math::AcoshOp, math::AtanhOp>(op);
 }
 
-bool isPolynomialTarget(StringRef name) {
+bool isPolynomialTarget(StringRef name, bool withExp) {
   name.consume_front("math.");
-  return name == "erf" || name == "erfc" || name == "cbrt";
+  return name == "erf" || name == "erfc" || name == "cbrt" ||
+         (withExp && name == "exp");
 }
 
 /// A float constant of `type` (scalar or vector of floats).
@@ -215,12 +216,11 @@ struct FlexExpandMathPass
 
     // 1. Polynomial approximations (f32; f16/bf16 via f32) and expansions.
     RewritePatternSet patterns(ctx);
-    populateMathPolynomialApproximationPatterns(patterns, isPolynomialTarget);
-    if (approximateExp) {
-      auto isExp = [](StringRef name) { return name == "math.exp" || name == "exp"; };
-      populateMathF32ExpansionPatterns(patterns, isExp, /*benefit=*/2);
-      populateMathPolynomialApproximationPatterns(patterns, isExp);
-    }
+    populateMathPolynomialApproximationPatterns(
+        patterns,
+        [&](StringRef name) { return isPolynomialTarget(name, approximateExp); });
+    if (approximateExp)
+      patterns.add<ComputeInF32<math::ExpOp>>(ctx);
     patterns.add<ComputeInF32<math::ErfOp>, ComputeInF32<math::ErfcOp>,
                  ComputeInF32<math::CbrtOp>, ComputeInF32<math::AsinhOp>,
                  ComputeInF32<math::AcoshOp>, ComputeInF32<math::AtanhOp>,

@@ -40,6 +40,11 @@ DEALLOCATE = ",".join(
         # at module level: the generic lowering adds a helper function
         "bufferization-lower-deallocations",
         "convert-bufferization-to-memref",
+        # Each temporary freed after its last use, not at the block's end
+        # (a whole model's layers would all stay allocated until the return);
+        # after canonicalize has folded the frees' `scf.if %true` guards.
+        "canonicalize",
+        "func.func(flex-free-after-last-use)",
     ]
 )
 

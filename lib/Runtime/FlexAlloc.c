@@ -40,6 +40,18 @@ static Kept g_kept[SLOTS];
 static int g_nkept;
 static uint64_t g_kept_bytes, g_stamp;
 static int64_t g_bound = -1; /* bytes; -1: not read yet */
+/* Bytes of the blocks handed out and not freed yet, and their peak since
+ * the last reset (tests: what a call holds at once). */
+static int64_t g_live, g_live_peak;
+
+static void count_live(int64_t delta) {
+  int64_t now = __atomic_add_fetch(&g_live, delta, __ATOMIC_RELAXED);
+  int64_t peak = __atomic_load_n(&g_live_peak, __ATOMIC_RELAXED);
+  while (now > peak &&
+         !__atomic_compare_exchange_n(&g_live_peak, &peak, now, 1,
+                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    ;
+}
 
 static int64_t bound(void) {
   if (g_bound < 0) {
@@ -107,6 +119,7 @@ static void *allocate(uint64_t size, uint64_t alignment) {
   uintptr_t p = ((uintptr_t)base + HEADER + alignment - 1) & ~(uintptr_t)(alignment - 1);
   Header h = {base, bytes, MAGIC};
   memcpy((char *)p - sizeof(Header), &h, sizeof(Header));
+  count_live((int64_t)bytes);
   return (void *)p;
 }
 
@@ -127,6 +140,7 @@ void _mlir_memref_to_llvm_free(void *p) {
     return;
   }
   memset((char *)p - sizeof(Header), 0, sizeof(Header));
+  count_live(-(int64_t)h.bytes);
   if (h.bytes >= KEEP_MIN_BYTES) /* kept, or freed when over the bound */
     keep(h.base, h.bytes);
   else
@@ -153,4 +167,14 @@ int64_t flex_runtime_kept_bytes(void) {
   int64_t b = (int64_t)g_kept_bytes;
   pthread_mutex_unlock(&g_lock);
   return b;
+}
+
+/* The peak of the bytes held by the compiled code's live allocations since
+ * the last reset; `reset` restarts it from what is live now (tests). */
+int64_t flex_runtime_live_peak_bytes(int reset) {
+  int64_t peak = __atomic_load_n(&g_live_peak, __ATOMIC_RELAXED);
+  if (reset)
+    __atomic_store_n(&g_live_peak, __atomic_load_n(&g_live, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+  return peak;
 }

@@ -173,6 +173,14 @@ def release_memory() -> None:
         _runtime.flex_runtime_release_memory()
 
 
+def live_peak_bytes(reset: bool = False) -> int:
+    """Peak of the bytes the compiled code held in live allocations (its
+    temporaries) since the last reset; `reset` starts a new peak."""
+    runtime_library()
+    _runtime.flex_runtime_live_peak_bytes.restype = ctypes.c_int64
+    return _runtime.flex_runtime_live_peak_bytes(int(reset))
+
+
 def kept_bytes() -> int:
     """Bytes the compiled code's heap keeps between calls."""
     runtime_library()

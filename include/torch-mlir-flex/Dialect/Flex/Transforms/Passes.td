@@ -945,6 +945,80 @@ def FlexParallelRows : Pass<"flex-parallel-rows", "func::FuncOp"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def FlexFuseElementwise : Pass<"flex-fuse-elementwise", "func::FuncOp"> {
+  let summary = "Fuse chains of elementwise linalg.generic ops on tensors "
+                "into their consumers, contractions excluded";
+  let description = [{
+    torch-mlir writes each aten op of a norm, a rotary embedding, a gated
+    activation or a residual add as its own linalg.generic, so every
+    intermediate would be a full-size buffer written and read back. This
+    pass fuses an all-parallel generic into the generic that consumes it
+    (MLIR's elementwise fusion) when:
+    - both sit directly in the function body (the tile ops flex-to-flash
+      built inside its loops keep their shape);
+    - the producer's result has no other use (nothing is computed twice)
+      and the consumer reads it element for element, with a permutation
+      map (no broadcast: a row's reciprocal norm is not recomputed per
+      element);
+    - the consumer is not a contraction (no reduction loop with more than
+      one input): products stay linalg ops the BLAS takes
+      (flex-matmul-to-blas), and a reduction with one input (a norm's sum
+      of squares) takes the squaring in.
+
+    ```mlir
+    %s = linalg.generic {iterator_types = ["parallel"]}
+        ins(%x : tensor<1024xf32>) outs(%e : tensor<1024xf32>) {
+      ^bb0(%a: f32, %o: f32):  %n = arith.negf %a : f32  linalg.yield %n : f32 }
+    %r = linalg.generic {iterator_types = ["parallel"]}
+        ins(%s, %y : tensor<1024xf32>, tensor<1024xf32>) outs(%e : ...) {
+      ^bb0(%a: f32, %b: f32, %o: f32): %m = arith.mulf %a, %b : f32 ... }
+    ==>
+    %r = linalg.generic {iterator_types = ["parallel"]}
+        ins(%x, %y : tensor<1024xf32>, tensor<1024xf32>) outs(%e : ...) {
+      ^bb0(%a: f32, %b: f32, %o: f32):
+        %n = arith.negf %a : f32  %m = arith.mulf %n, %b : f32 ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FlexUnshareInits : Pass<"flex-unshare-inits", "func::FuncOp"> {
+  let summary = "Give each destination-style user its own tensor.empty or "
+                "zero-fill init";
+  let description = [{
+    CSE merges the identical `tensor.empty` and `linalg.fill` ops that
+    torch-mlir writes before every matmul and elementwise op, so one value
+    at the top of a model's function becomes the init of every layer's op
+    of that shape. One-shot bufferization then allocates that buffer at the
+    top and lets the last of those users write into it: the buffer (and the
+    fill's full write) lives from the start of the call to the last layer,
+    one per shape. Before bufferization this pass clones such an init
+    (a `tensor.empty` with several uses, or a `linalg.fill` of a
+    `tensor.empty` with several uses) right before each user that takes it
+    as a destination (`outs`), so each allocation is made where it is
+    needed, and a zero fill sits just before the product that the BLAS
+    lowering folds it into.
+
+    ```mlir
+    %e = tensor.empty() : tensor<64x64xf32>
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
+    %a = linalg.matmul ins(%x, %w0 : ...) outs(%z : tensor<64x64xf32>) -> ...
+    ...
+    %b = linalg.matmul ins(%a2, %w1 : ...) outs(%z : tensor<64x64xf32>) -> ...
+    ==>
+    %e0 = tensor.empty() : tensor<64x64xf32>
+    %z0 = linalg.fill ins(%c0 : f32) outs(%e0 : tensor<64x64xf32>) -> ...
+    %a = linalg.matmul ins(%x, %w0 : ...) outs(%z0 : tensor<64x64xf32>) -> ...
+    ...
+    %e1 = tensor.empty() : tensor<64x64xf32>
+    %z1 = linalg.fill ins(%c0 : f32) outs(%e1 : tensor<64x64xf32>) -> ...
+    %b = linalg.matmul ins(%a2, %w1 : ...) outs(%z1 : tensor<64x64xf32>) -> ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FlexWidenReductions : Pass<"flex-widen-reductions", "func::FuncOp"> {
   let summary = "Accumulate bf16/f16 sum reductions in f32";
   let description = [{

@@ -102,8 +102,9 @@ def markdown(rows, gemm_rows=None):
              f"`python -m benchmarks.models` ({now}; {_cpu()}, {os.cpu_count()} CPUs). Forward times are medians "
              "of calls timed in alternating rounds (eager, inductor, ours) in one process, after a warm-up "
              "call; compile times and peak RSS come from one process per implementation, one after another. Compile: inductor's is its first call; ours cold has an empty compile cache, "
-             "cached is a new process on that cache. Peak RSS: over the process before the model was "
-             "built (weights included). Rows accumulate in benchmarks/results/models.json (`--only` "
+             "cached is a new process on that cache. Peak RSS: the peak after the model was built (its "
+             "construction's own peak not counted: transformers builds in f32, then casts) over the "
+             "process before it was built, so weights included. Rows accumulate in benchmarks/results/models.json (`--only` "
              "re-runs some); each row's ratios come from one run, dated in its last column.", "", results_table(rows), ""]
     if gemm_rows:
         from .gemm import gemm_table

@@ -11,7 +11,8 @@ product on a BLAS found here at run time, as the OpenMP runtime is:
   ops of a compiled model run at torch's GEMM speed.
 
 bf16 products run on oneDNN's matmul primitive instead where the host has
-AMX (`amx_bf16`): there MKL's bf16 GEMM reaches about half of oneDNN's rate.
+bf16 dot-product instructions (`avx512_bf16` or `amx_bf16`): there MKL's
+bf16 GEMM reaches 0.4-0.5 of oneDNN's rate.
 oneDNN is the pinned `onednn-cpu-gomp` wheel (its C API only, found through
 the wheel's file list); `$FLEX_BF16_GEMM` = `onednn` / `blas` forces the
 choice. `bf16_gemm_library()` says which one this process uses.
@@ -23,7 +24,7 @@ loading it through here hands the BLAS functions over once per process.
 import ctypes
 import os
 
-from .cpu_features import host_has_amx_bf16
+from .cpu_features import host_has_bf16_dot
 from .errors import FlexBackendError
 
 # The runtime functions that flex-matmul-to-blas emits calls of, and the
@@ -92,7 +93,7 @@ def _hand_over_dnnl(rt) -> bool:
     choice = os.environ.get(BF16_ENV, "").strip().lower()
     if choice not in ("", "onednn", "blas"):
         raise FlexBackendError(f"{BF16_ENV}={choice!r}: expected 'onednn' or 'blas'")
-    if choice == "blas" or (choice == "" and not host_has_amx_bf16()):
+    if choice == "blas" or (choice == "" and not host_has_bf16_dot()):
         return False
     path = dnnl_library_path()
     try:

@@ -89,6 +89,12 @@ def host_has_amx_bf16() -> bool:
     return "amx_bf16" in flags and "amx_tile" in flags and request_amx_permission()
 
 
+def host_has_bf16_dot() -> bool:
+    """bf16 dot-product instructions here: AVX512-BF16 or AMX bf16 tiles
+    (what oneDNN's bf16 matmul kernels run on)."""
+    return host_has_avx512_bf16() or host_has_amx_bf16()
+
+
 def amx_default() -> bool:
     """Whether the default pipelines run the backward's contractions on AMX
     tiles (bf16 inputs): when the host has them, unless

@@ -179,17 +179,21 @@ def test_spread_workers_can_be_turned_off(omp_lib):
 
 
 def test_spread_workers_default_by_host_and_environment(monkeypatch):
-    """Off on Intel hosts (measured: it slowed whole-model decode there),
-    on elsewhere; FLEX_SPREAD_WORKERS decides when set."""
+    """On AMD family 23 (Zen 1/2: measured to help decode there), off
+    elsewhere (measured: it slowed whole models on an Intel Xeon and a
+    Zen 4); FLEX_SPREAD_WORKERS decides when set."""
     from torch_mlir_flex.backend import cpu_features
 
     monkeypatch.delenv("FLEX_SPREAD_WORKERS", raising=False)
-    for vendor, want in (("GenuineIntel", False), ("AuthenticAMD", True), ("", True)):
-        monkeypatch.setattr(cpu_features, "_first_cpu", lambda v=vendor: {"vendor_id": v} if v else {})
+    hosts = ((("GenuineIntel", "6"), False), (("AuthenticAMD", "23"), True),
+             (("AuthenticAMD", "25"), False), (None, False))
+    for host, want in hosts:
+        fields = {"vendor_id": host[0], "cpu family": host[1]} if host else {}
+        monkeypatch.setattr(cpu_features, "_first_cpu", lambda f=fields: f)
         assert cpu_features.spread_workers_default() is want
         assert ("flex-omp-spread-workers" in tiled_pipeline(openmp=True)) is want
     monkeypatch.setenv("FLEX_SPREAD_WORKERS", "1")
     assert cpu_features.spread_workers_default() is True
     monkeypatch.setenv("FLEX_SPREAD_WORKERS", "0")
-    monkeypatch.setattr(cpu_features, "_first_cpu", lambda: {"vendor_id": "AuthenticAMD"})
+    monkeypatch.setattr(cpu_features, "_first_cpu", lambda: {"vendor_id": "AuthenticAMD", "cpu family": "23"})
     assert cpu_features.spread_workers_default() is False

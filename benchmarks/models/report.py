@@ -122,13 +122,8 @@ def gemm_targets(gemm_rows):
 
 
 def update_readme(path, text):
-    with open(path) as f:
-        readme = f.read()
-    start = readme.find(SECTION)
-    if start < 0:
-        readme = readme.rstrip() + "\n\n" + text
-    else:
-        end = readme.find("\n## ", start + len(SECTION))
-        readme = readme[:start] + text + (readme[end + 1:] if end >= 0 else "")
-    with open(path, "w") as f:
-        f.write(readme)
+    """Replaces the README's section by `text` (which starts with SECTION);
+    the sections after it (e.g. the notes on the results) stay."""
+    from ..readme import replace_section
+
+    replace_section(SECTION, text[len(SECTION):].lstrip("\n"), path)

@@ -13,10 +13,12 @@
  * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
  * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
  * handed over (a CPU with AMX, FlexDnnl.c), bf16 products run on it and
- * only those it declines reach the BLAS.
+ * only those it declines reach the BLAS. f32 products of one row by a
+ * matrix with contiguous rows run on FlexGemv.c.
  *
  *===----------------------------------------------------------------------===*/
 #include "FlexDnnl.h"
+#include "FlexGemv.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -244,6 +246,17 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
                              sbn, (char *)pc + oc * esc, scb, scm, scn,
                              (flags & OUTPUT_BF16) != 0, flags & ACCUMULATE))
     return;
+  /* One f32 row times a weight with contiguous rows (a token through a
+   * linear layer): FlexGemv.c, on every CPU. */
+  if (!bf16 && M == 1 && sbk == 1 && !(flags & OUTPUT_BF16)) {
+    int done = 1;
+    for (int64_t i = 0; i < batch && done; ++i)
+      done = flex_gemv_f32(N, K, (const float *)pa + oa + i * sab, sak,
+                           (const float *)pb + ob + i * sbb, sbn,
+                           (float *)pc + oc + i * scb, scn, flags & ACCUMULATE);
+    if (done)
+      return;
+  }
   if (bf16 ? !g_bf16_gemm : !g_sgemm) {
     g_missing_blas = 1;
     return;

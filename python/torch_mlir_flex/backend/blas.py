@@ -128,6 +128,14 @@ def dnnl_products() -> int:
     return _runtime.flex_runtime_dnnl_products()
 
 
+def gemv_products() -> int:
+    """How many one-row f32 products the runtime's own kernel
+    (FlexGemv.c) has run in this process."""
+    runtime_library()
+    _runtime.flex_runtime_gemv_products.restype = ctypes.c_int64
+    return _runtime.flex_runtime_gemv_products()
+
+
 def runtime_library() -> str:
     """Path of the runtime library, loaded (global, for the JIT's symbol
     lookup) with its BLAS functions set; FlexBackendError if either is

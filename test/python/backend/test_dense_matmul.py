@@ -189,6 +189,38 @@ def test_linear_unit_dims(m, k, n):
     _check(Lin(k, n), (_rand(m, k),), gemm="flex_gemm_f32")
 
 
+ONE_ROW = {
+    # name: (fn, shape of a, shape of b): one row times a matrix with
+    # contiguous rows, the FlexGemv.c path (N not a multiple of its 4 rows,
+    # K not of its 16 lanes).
+    "linear": (lambda x, w: x @ w.t(), (1, 37), (29, 37)),
+    "batched": (lambda a, b: a @ b.transpose(-1, -2), (3, 1, 37), (3, 29, 37)),
+    "strided_row": (lambda x, w: x[:, ::2] @ w.t(), (1, 74), (29, 37)),
+    # above 2^20 weight elements: split between threads
+    "threads": (lambda x, w: x @ w.t(), (1, 897), (1203, 897)),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_ROW))
+def test_one_row_products_on_the_gemv_kernel(name):
+    from torch_mlir_flex.backend import blas
+
+    fn, sa, sb = ONE_ROW[name]
+    before = blas.gemv_products()
+    _check(Fn(fn), (_rand(*sa, seed=1), _rand(*sb, seed=2)), gemm="flex_gemm_f32")
+    assert blas.gemv_products() > before
+
+
+def test_one_row_linear_with_bias_on_the_gemv_kernel():
+    # The bias is the product's init: the kernel adds into it.
+    from torch_mlir_flex.backend import blas
+
+    torch.manual_seed(0)
+    before = blas.gemv_products()
+    _check(Lin(897, 1203), (_rand(1, 1, 897),), gemm="flex_gemm_f32")
+    assert blas.gemv_products() > before
+
+
 def test_bare_linear():
     # BUG (not in the passes: importer/fx_importer.py `_graph_copy`): this
     # test FAILS. nn.Linear's forward argument is named `input`;

@@ -1,0 +1,21 @@
+/*===- FlexGemv.h - f32 products of one row on every CPU -----------------===*
+ *
+ * The one-row path of the GEMM runtime (FlexGemv.c, docs/dense-ops.md).
+ *
+ *===----------------------------------------------------------------------===*/
+#ifndef FLEX_RUNTIME_FLEXGEMV_H
+#define FLEX_RUNTIME_FLEXGEMV_H
+
+#include <stdint.h>
+
+/* y[n * sy] (+)= sum_k x[k * sx] * w[n * ldw + k] for n < N (f32; rows of
+ * w contiguous). Returns 1 when it ran the product, 0 when it did not
+ * (nothing to do, no memory, or FLEX_GEMV=0 in the environment). */
+int flex_gemv_f32(int64_t N, int64_t K, const float *x, int64_t sx,
+                  const float *w, int64_t ldw, float *y, int64_t sy,
+                  int accumulate);
+
+/* How many products flex_gemv_f32 has run in this process. */
+int64_t flex_runtime_gemv_products(void);
+
+#endif

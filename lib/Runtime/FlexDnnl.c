@@ -1,8 +1,8 @@
 /*===- FlexDnnl.c - bf16 products on oneDNN's matmul primitive ------------===*
  *
  * oneDNN (the `onednn-cpu-gomp` wheel, loaded by backend/blas.py) runs bf16
- * products with AMX tiles where MKL's cblas_gemm_bf16bf16f32 reaches half
- * that rate (docs/dense-ops.md). Only its C API is used, through function
+ * products with AVX512-BF16 or AMX instructions, where MKL's
+ * cblas_gemm_bf16bf16f32 reached 0.2-0.6 of that rate (docs/dense-ops.md). Only its C API is used, through function
  * pointers handed over by flex_runtime_set_dnnl in the order of `Fn` below;
  * the few types and constants of that API are declared here.
  *

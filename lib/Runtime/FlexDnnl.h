@@ -1,8 +1,9 @@
 /*===- FlexDnnl.h - bf16 products on oneDNN's matmul primitive ------------===*
  *
- * The bf16 path of the GEMM runtime on a CPU with AMX (docs/dense-ops.md):
- * a product runs as a cached oneDNN matmul primitive, whose C API functions
- * the Python side hands over once (flex_runtime_set_dnnl, backend/blas.py).
+ * The bf16 path of the GEMM runtime on a CPU with AVX512-BF16 or AMX
+ * (docs/dense-ops.md): a product runs as a cached oneDNN matmul primitive,
+ * whose C API functions the Python side hands over once
+ * (flex_runtime_set_dnnl, backend/blas.py).
  *
  *===----------------------------------------------------------------------===*/
 #ifndef FLEX_RUNTIME_FLEXDNNL_H

@@ -12,7 +12,8 @@
  * s1 == 1, else it is first copied into a packed buffer. A row-major C
  * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
  * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
- * handed over (a CPU with AMX, FlexDnnl.c), bf16 products run on it and
+ * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
+ * run on it and
  * only those it declines reach the BLAS. f32 products of one row by a
  * matrix with contiguous rows run on FlexGemv.c.
  *
@@ -247,24 +248,23 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
                              (flags & OUTPUT_BF16) != 0, flags & ACCUMULATE))
     return;
   /* One f32 row times a weight with contiguous rows (a token through a
-   * linear layer): FlexGemv.c, on every CPU. */
-  if (!bf16 && M == 1 && sbk == 1 && !(flags & OUTPUT_BF16)) {
-    int done = 1;
-    for (int64_t i = 0; i < batch && done; ++i)
-      done = flex_gemv_f32(N, K, (const float *)pa + oa + i * sab, sak,
-                           (const float *)pb + ob + i * sbb, sbn,
-                           (float *)pc + oc + i * scb, scn, flags & ACCUMULATE);
-    if (done)
+   * linear layer) runs on FlexGemv.c, on every CPU; the BLAS runs the
+   * others, and a batch entry the kernel declines (so that no entry is
+   * computed, or accumulated into C, twice). */
+  int one_row = !bf16 && M == 1 && sbk == 1 && !(flags & OUTPUT_BF16);
+  for (int64_t i = 0; i < batch; ++i) {
+    const char *a = (const char *)pa + (size_t)(oa + i * sab) * es;
+    const char *b = (const char *)pb + (size_t)(ob + i * sbb) * es;
+    char *c = (char *)pc + (size_t)(oc + i * scb) * esc;
+    if (one_row && flex_gemv_f32(N, K, (const float *)a, sak, (const float *)b,
+                                 sbn, (float *)c, scn, flags & ACCUMULATE))
+      continue;
+    if (bf16 ? !g_bf16_gemm : !g_sgemm) {
+      g_missing_blas = 1;
       return;
+    }
+    product(bf16, M, N, K, a, sam, sak, b, sbk, sbn, c, scm, scn, (int)flags);
   }
-  if (bf16 ? !g_bf16_gemm : !g_sgemm) {
-    g_missing_blas = 1;
-    return;
-  }
-  for (int64_t i = 0; i < batch; ++i)
-    product(bf16, M, N, K, (const char *)pa + (size_t)(oa + i * sab) * es, sam,
-            sak, (const char *)pb + (size_t)(ob + i * sbb) * es, sbk, sbn,
-            (char *)pc + (size_t)(oc + i * scb) * esc, scm, scn, (int)flags);
 }
 
 void flex_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t pa,

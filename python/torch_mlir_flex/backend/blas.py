@@ -123,17 +123,21 @@ def bf16_gemm_library() -> str:
 
 def dnnl_products() -> int:
     """How many products oneDNN has run in this process."""
-    runtime_library()
-    _runtime.flex_runtime_dnnl_products.restype = ctypes.c_int64
-    return _runtime.flex_runtime_dnnl_products()
+    return _runtime_count("flex_runtime_dnnl_products")
 
 
 def gemv_products() -> int:
     """How many one-row f32 products the runtime's own kernel
     (FlexGemv.c) has run in this process."""
+    return _runtime_count("flex_runtime_gemv_products")
+
+
+def _runtime_count(name: str) -> int:
+    """The value of the runtime's int64 counter function `name`."""
     runtime_library()
-    _runtime.flex_runtime_gemv_products.restype = ctypes.c_int64
-    return _runtime.flex_runtime_gemv_products()
+    fn = getattr(_runtime, name)
+    fn.restype = ctypes.c_int64
+    return fn()
 
 
 def runtime_library() -> str:

@@ -206,7 +206,7 @@ class JitFunction:
         """Adds the OpenMP runtime when the pipeline emits OpenMP code, and
         our BLAS runtime (blas.py) when the module calls it."""
         from . import blas
-        from .pipelines import find_openmp_runtime, uses_openmp
+        from .pipelines import find_openmp_runtime, is_openmp_runtime, uses_openmp
 
         libs = list(shared_libs)
         if module is not None and blas.calls_runtime(module):
@@ -214,7 +214,7 @@ class JitFunction:
         f16 = _float16_utils_library()
         if f16 and f16 not in libs:
             libs.append(f16)
-        if uses_openmp(pipeline_text) and not any("omp" in os.path.basename(l) for l in libs):
+        if uses_openmp(pipeline_text) and not any(is_openmp_runtime(l) for l in libs):
             rt = find_openmp_runtime()
             if rt is None:
                 raise FlexBackendError(

@@ -291,21 +291,58 @@ PIPELINES["tiled-1t"] = tiled_pipeline()
 
 def find_openmp_runtime():
     """Path of an OpenMP runtime with the __kmpc_* ABI that LLVM's OpenMP
-    lowering calls, or None: $FLEX_OPENMP_LIB, else the pip package
-    intel-openmp's libiomp5.so in this Python's prefix, else LLVM's
-    libomp.so.5 from the system."""
+    lowering calls, or None: $FLEX_OPENMP_LIB, else our libflex_kmpc.so
+    (lib/Runtime/FlexKmpc.c: those calls on the libgomp torch loaded, so
+    that the compiled code, torch and the BLAS share one pool of workers),
+    else the pip package intel-openmp's libiomp5.so in this Python's
+    prefix, else LLVM's libomp.so.5 from the system."""
     import os
     import sys
 
     env = os.environ.get("FLEX_OPENMP_LIB")
-    cands = [env] if env else []
-    for prefix in dict.fromkeys([sys.prefix, sys.base_prefix]):
-        cands.append(os.path.join(prefix, "lib", "libiomp5.so"))
+    if env:
+        return env if os.path.exists(env) else None
+    kmpc = kmpc_library()
+    if kmpc is not None:
+        return kmpc
+    cands = [os.path.join(prefix, "lib", "libiomp5.so")
+             for prefix in dict.fromkeys([sys.prefix, sys.base_prefix])]
     cands += ["/usr/lib/x86_64-linux-gnu/libomp.so.5", "/usr/lib/llvm-14/lib/libomp.so.5"]
     for p in cands:
-        if p and os.path.exists(p):
+        if os.path.exists(p):
             return p
     return None
+
+
+_kmpc = []
+
+
+def kmpc_library():
+    """Path of libflex_kmpc.so when it is built and found the process's
+    libgomp (torch's), else None; loaded once, global."""
+    import ctypes
+    import os
+
+    if not _kmpc:
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "_bin", "libflex_kmpc.so")
+        ready = False
+        if os.path.exists(path):
+            import torch  # noqa: F401  (its libgomp, global, is what the library finds)
+            try:
+                ready = bool(ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL).flex_kmpc_ready())
+            except (OSError, AttributeError):
+                ready = False
+        _kmpc.append(path if ready else None)
+    return _kmpc[0]
+
+
+def is_openmp_runtime(path: str) -> bool:
+    """Whether the shared library `path` is one of the OpenMP runtimes above."""
+    import os
+
+    name = os.path.basename(path)
+    return "omp" in name or name == "libflex_kmpc.so"
 
 
 # "tiled" uses both cores through OpenMP when a runtime is installed (the

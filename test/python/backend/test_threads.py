@@ -7,6 +7,7 @@ the one-thread result, and the last-end time follows the regions."""
 import ctypes
 import os
 import sys
+import threading
 
 import pytest
 import torch
@@ -93,7 +94,39 @@ def test_last_end_follows_the_regions(omp_lib):
     ({"KMP_BLOCKTIME": "5", "OMP_WAIT_POLICY": "PASSIVE"}, 0.0),
 ])
 def test_spin_seconds(env, seconds):
-    assert threads.spin_seconds(env) == pytest.approx(seconds)
+    assert threads.spin_seconds(env, gomp=False) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("env,seconds", [
+    ({}, 300000 * threads.GOMP_SPIN_NS * 1e-9),
+    ({"KMP_BLOCKTIME": "2s"}, 300000 * threads.GOMP_SPIN_NS * 1e-9),
+    ({"GOMP_SPINCOUNT": "10k"}, 1e4 * threads.GOMP_SPIN_NS * 1e-9),
+    ({"GOMP_SPINCOUNT": "2M"}, 2e6 * threads.GOMP_SPIN_NS * 1e-9),
+    ({"GOMP_SPINCOUNT": "0"}, 0.0),
+    ({"GOMP_SPINCOUNT": "infinite"}, float("inf")),
+    ({"GOMP_SPINCOUNT": "lots"}, 0.0),
+    ({"OMP_WAIT_POLICY": "active"}, float("inf")),
+    ({"GOMP_SPINCOUNT": "5", "OMP_WAIT_POLICY": "passive"}, 0.0),
+])
+def test_spin_seconds_on_libgomp(env, seconds):
+    assert threads.spin_seconds(env, gomp=True) == pytest.approx(seconds)
+
+
+def test_default_runtime_is_torchs_libgomp(monkeypatch):
+    """Without FLEX_OPENMP_LIB the compiled code's OpenMP calls go to
+    libflex_kmpc.so, on the libgomp torch loaded: a region of ours and
+    torch's ops then share one set of workers (no second runtime loaded)."""
+    monkeypatch.delenv("FLEX_OPENMP_LIB", raising=False)
+    lib = find_openmp_runtime()
+    assert os.path.basename(lib) == "libflex_kmpc.so"
+    assert ctypes.CDLL(lib).flex_kmpc_ready() == 1
+    text = fi.attention_ir(B=1, Hq=4, M=256, N=256, E=64, mask_mod=fi.CAUSAL)
+    fn = JitFunction(text, "f", pipeline=tiled_pipeline(openmp=True))
+    q, k, v = _qkv(256, 256)
+    torch.testing.assert_close(fn(q, k, v), JitFunction(text, "f", pipeline=tiled_pipeline())(q, k, v))
+    maps = open("/proc/self/maps").read()
+    assert "libflex_kmpc.so" in maps and "libgomp" in maps
+    assert "libiomp5" not in maps and "libomp.so" not in maps
 
 
 def test_guard_of_a_cached_library(omp_lib, tmp_path, monkeypatch):
@@ -116,14 +149,28 @@ def test_guard_of_a_cached_library(omp_lib, tmp_path, monkeypatch):
         assert torch.equal(fn(q, k, v), want), spin
 
 
-def _omp_workers():
-    """Thread ids of this process's OpenMP worker threads."""
-    tids = []
-    for tid in os.listdir("/proc/self/task"):
+def _run_ns(tid):
+    with open(f"/proc/self/task/{tid}/schedstat") as f:
+        return int(f.read().split()[0])
+
+
+def _omp_workers(call):
+    """Thread ids of this process's OpenMP worker threads: libiomp5 names
+    them; of libgomp's (libflex_kmpc.so, the default), which have the
+    process's name, those not started by Python that ran during five
+    `call()`s (in one, the caller may take every chunk before a worker
+    wakes)."""
+    python_threads = {t.native_id for t in threading.enumerate()}
+    native = [int(t) for t in os.listdir("/proc/self/task") if int(t) not in python_threads]
+    before = {tid: _run_ns(tid) for tid in native}
+    for _ in range(5):
+        call()
+    named = []
+    for tid in native:
         with open(f"/proc/self/task/{tid}/comm") as f:
             if f.read().startswith("openmp_worker"):
-                tids.append(int(tid))
-    return tids
+                named.append(tid)
+    return named or [tid for tid in native if _run_ns(tid) > before[tid]]
 
 
 def _last_cpu(tid):
@@ -148,7 +195,7 @@ def test_workers_leave_the_callers_cpu(omp_lib):
     assert "_mlir_flex_leave_cpu" in str(fn.lowered)
     q, k, v = _qkv(512, 512)
     want = fn(q, k, v)  # starts the workers
-    workers = _omp_workers()
+    workers = _omp_workers(lambda: fn(q, k, v))
     assert workers
     cpu = min(allowed)
     for _ in range(3):

@@ -14,10 +14,11 @@
  * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
  * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
  * run on it and
- * only those it declines reach the BLAS. f32 products of one row by a
- * matrix with contiguous rows run on FlexGemv.c.
+ * only those it declines reach the BLAS. Products of one row by a matrix
+ * with contiguous rows run on FlexGemv.c (f32; bf16 with AVX512-BF16).
  *
  *===----------------------------------------------------------------------===*/
+#include "FlexBf16.h"
 #include "FlexDnnl.h"
 #include "FlexGemv.h"
 
@@ -58,22 +59,6 @@ typedef struct {
   int ld;
   void *packed; /* owned copy, when the strides fit neither form */
 } Operand;
-
-static float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it quiet */
-    return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 
 /* Describes the R x S matrix at `p` (element size `es`) with strides
  * (s0, s1); packs it (column-major, ld = R) when neither form fits. */
@@ -151,11 +136,11 @@ static void convert(char *c, int64_t scm, int64_t scn, int out_bf16,
       float *t = tmp + o * inner + x;
       if (toC) {
         if (out_bf16)
-          *(uint16_t *)elt = f32_to_bf16(*t);
+          *(uint16_t *)elt = flex_f32_to_bf16(*t);
         else
           *(float *)elt = *t;
       } else {
-        *t = out_bf16 ? bf16_to_f32(*(const uint16_t *)elt) : *(const float *)elt;
+        *t = out_bf16 ? flex_bf16_to_f32(*(const uint16_t *)elt) : *(const float *)elt;
       }
     }
 }
@@ -241,24 +226,41 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
                     int64_t sbk, int64_t sbn, int64_t pc, int64_t oc,
                     int64_t scb, int64_t scm, int64_t scn, int64_t flags) {
   size_t es = bf16 ? 2 : 4, esc = (flags & OUTPUT_BF16) ? 2 : 4;
+  /* One row times a weight with contiguous rows (a token through a linear
+   * layer) runs on FlexGemv.c: f32 on every CPU, bf16 where the CPU has
+   * AVX512-BF16. oneDNN (bf16) or the BLAS runs the others, and a batch
+   * entry the kernel declines (so that no entry is computed, or
+   * accumulated into C, twice). */
+  int one_row = M == 1 && sbk == 1 && (bf16 || !(flags & OUTPUT_BF16));
+  int64_t done = 0;
+  for (; one_row && done < batch; ++done) {
+    const char *a = (const char *)pa + (size_t)(oa + done * sab) * es;
+    const char *b = (const char *)pb + (size_t)(ob + done * sbb) * es;
+    char *c = (char *)pc + (size_t)(oc + done * scb) * esc;
+    int ran = bf16 ? flex_gemv_bf16(N, K, (const uint16_t *)a, sak,
+                                    (const uint16_t *)b, sbn, c, scn,
+                                    (flags & OUTPUT_BF16) != 0,
+                                    flags & ACCUMULATE)
+                   : flex_gemv_f32(N, K, (const float *)a, sak,
+                                   (const float *)b, sbn, (float *)c, scn,
+                                   flags & ACCUMULATE);
+    if (!ran)
+      break;
+  }
+  if (done == batch)
+    return;
+  pa += (int64_t)((size_t)(done * sab) * es), pb += (int64_t)((size_t)(done * sbb) * es);
+  pc += (int64_t)((size_t)(done * scb) * esc), batch -= done;
   if (bf16 &&
       flex_dnnl_bf16_product(batch, M, N, K, (const char *)pa + oa * es, sab,
                              sam, sak, (const char *)pb + ob * es, sbb, sbk,
                              sbn, (char *)pc + oc * esc, scb, scm, scn,
                              (flags & OUTPUT_BF16) != 0, flags & ACCUMULATE))
     return;
-  /* One f32 row times a weight with contiguous rows (a token through a
-   * linear layer) runs on FlexGemv.c, on every CPU; the BLAS runs the
-   * others, and a batch entry the kernel declines (so that no entry is
-   * computed, or accumulated into C, twice). */
-  int one_row = !bf16 && M == 1 && sbk == 1 && !(flags & OUTPUT_BF16);
   for (int64_t i = 0; i < batch; ++i) {
     const char *a = (const char *)pa + (size_t)(oa + i * sab) * es;
     const char *b = (const char *)pb + (size_t)(ob + i * sbb) * es;
     char *c = (char *)pc + (size_t)(oc + i * scb) * esc;
-    if (one_row && flex_gemv_f32(N, K, (const float *)a, sak, (const float *)b,
-                                 sbn, (float *)c, scn, flags & ACCUMULATE))
-      continue;
     if (bf16 ? !g_bf16_gemm : !g_sgemm) {
       g_missing_blas = 1;
       return;

@@ -1,4 +1,4 @@
-/*===- FlexGemv.h - f32 products of one row on every CPU -----------------===*
+/*===- FlexGemv.h - products of one row on every CPU ----------------------===*
  *
  * The one-row path of the GEMM runtime (FlexGemv.c, docs/dense-ops.md).
  *
@@ -15,7 +15,14 @@ int flex_gemv_f32(int64_t N, int64_t K, const float *x, int64_t sx,
                   const float *w, int64_t ldw, float *y, int64_t sy,
                   int accumulate);
 
-/* How many products flex_gemv_f32 has run in this process. */
+/* The same in bf16 (x, w), with f32 sums and an f32 or bf16 (`out_bf16`,
+ * rounded once) y; runs only where the CPU has AVX512-BF16, else returns
+ * 0. */
+int flex_gemv_bf16(int64_t N, int64_t K, const uint16_t *x, int64_t sx,
+                   const uint16_t *w, int64_t ldw, void *y, int64_t sy,
+                   int out_bf16, int accumulate);
+
+/* How many products flex_gemv_f32 / flex_gemv_bf16 have run in this process. */
 int64_t flex_runtime_gemv_products(void);
 
 #endif

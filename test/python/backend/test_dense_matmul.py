@@ -211,6 +211,26 @@ def test_one_row_products_on_the_gemv_kernel(name):
     assert blas.gemv_products() > before
 
 
+@pytest.mark.parametrize("name", ["linear", "batched", "strided_row", "threads", "long_k"])
+def test_one_row_bf16_products(name):
+    """bf16 one-row products run on FlexGemv.c's VDPBF16PS kernel where the
+    CPU has AVX512-BF16 (else on oneDNN / the BLAS: the counter stays). The
+    result is the f32 sum of the bf16 products rounded once: within half a
+    bf16 ulp of the exact sum, plus the f32 sum's own error."""
+    from torch_mlir_flex.backend import blas, cpu_features
+
+    fn, sa, sb = {**ONE_ROW, "long_k": (lambda x, w: x @ w.t(), (1, 300), (7, 300))}[name]
+    a, b = _rand(*sa, dtype=torch.bfloat16, seed=1), _rand(*sb, dtype=torch.bfloat16, seed=2)
+    before = blas.gemv_products()
+    compiled = _check(Fn(fn), (a, b), gemm="flex_gemm_bf16")
+    ran = blas.gemv_products() > before
+    assert ran == ("avx512_bf16" in cpu_features.host_cpu_flags())
+    exact = fn(a.double(), b.double())
+    got = compiled(a, b).double()
+    bound = exact.abs() * 2.0 ** -8 + 1e-5 * exact.abs().max()
+    assert ((got - exact).abs() <= bound).all(), (got - exact).abs().max()
+
+
 def test_one_row_linear_with_bias_on_the_gemv_kernel():
     # The bias is the product's init: the kernel adds into it.
     from torch_mlir_flex.backend import blas

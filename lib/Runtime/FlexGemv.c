@@ -7,8 +7,9 @@
  * torch runs it on one thread (on a 2-core AMD Zen 4: 14.8 GB/s for the
  * 151936 x 896 lm_head of a Qwen2-0.5B decode step, where two threads read
  * 31 GB/s), and oneDNN ran the bf16 one at 17 GB/s. Here the output
- * features are split between threads (pthreads, started per call: only
- * products of at least MIN_PARALLEL weight elements are split), each
+ * features are split between threads (libgomp's workers, torch's; pthreads
+ * started per call where the process has no libgomp; only products of at
+ * least MIN_PARALLEL weight elements are split), each
  *   - f32: an AVX-512 loop of four rows at a time where the CPU has it,
  *     else a plain loop;
  *   - bf16 (only where the CPU has AVX512-BF16, else the caller's path):
@@ -22,6 +23,7 @@
 #include "FlexBf16.h"
 #include "FlexGemv.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -182,16 +184,61 @@ static int enabled(void) {
   return cached;
 }
 
+/* libgomp, when the process has it (torch's): its workers run the slices.
+   They are the ones that torch's ops and our compiled regions use
+   (FlexKmpc.c), so they are awake after those, and pthreads of our own
+   started beside them competed with their spinning for the CPUs. */
+typedef struct {
+  void (*parallel)(void (*)(void *), void *, unsigned, unsigned);
+  int (*thread_num)(void), (*num_threads)(void), (*max_threads)(void);
+} Gomp;
+
+static const Gomp *gomp(void) {
+  static Gomp g;
+  static int state; /* 0: not looked up, 1: found, 2: missing */
+  if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 0) {
+    Gomp f;
+    *(void **)&f.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
+    *(void **)&f.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
+    *(void **)&f.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
+    *(void **)&f.max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+    int found = f.parallel && f.thread_num && f.num_threads && f.max_threads;
+    if (found)
+      g = f;
+    __atomic_store_n(&state, found ? 1 : 2, __ATOMIC_RELEASE);
+  }
+  return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 1 ? &g : NULL;
+}
+
+typedef struct {
+  Slice *slices;
+  int count;
+} Team;
+
+static void run_team_member(void *arg) {
+  const Team *team = (const Team *)arg;
+  const Gomp *g = gomp();
+  /* A smaller team than asked (nested region, thread limit): each member
+     takes every num_threads-th slice. */
+  for (int t = g->thread_num(); t < team->count; t += g->num_threads())
+    run_slice(&team->slices[t]);
+}
+
 /* Splits rows [0, N) of `proto` between threads (groups of `group` rows)
-   and runs them. */
+   and runs them: on libgomp's workers (as many as torch's thread count),
+   else on pthreads started here. */
 static void split_and_run(const Slice *proto, int64_t N, int64_t K,
                           int64_t group) {
-  int threads = N * K >= MIN_PARALLEL ? num_cpus() : 1;
+  const Gomp *g = gomp();
+  int threads = 1;
+  if (N * K >= MIN_PARALLEL) {
+    threads = num_cpus();
+    if (g && g->max_threads() < threads)
+      threads = g->max_threads() > 0 ? g->max_threads() : 1;
+  }
   if (threads > N / group)
     threads = N / group > 0 ? (int)(N / group) : 1;
   Slice slices[MAX_THREADS];
-  pthread_t ids[MAX_THREADS];
-  int started[MAX_THREADS] = {0};
   int64_t groups = (N + group - 1) / group, per = groups / threads,
           extra = groups % threads;
   int64_t n = 0;
@@ -202,14 +249,23 @@ static void split_and_run(const Slice *proto, int64_t N, int64_t K,
     slices[t].n1 = n + count < N ? n + count : N;
     n = slices[t].n1;
   }
-  for (int t = 1; t < threads; ++t)
-    started[t] = pthread_create(&ids[t], NULL, run_slice, &slices[t]) == 0;
-  run_slice(&slices[0]);
-  for (int t = 1; t < threads; ++t) {
-    if (started[t])
-      pthread_join(ids[t], NULL);
-    else
-      run_slice(&slices[t]); /* no thread: this one does it */
+  if (threads == 1) {
+    run_slice(&slices[0]);
+  } else if (g) {
+    Team team = {slices, threads};
+    g->parallel(run_team_member, &team, (unsigned)threads, 0);
+  } else {
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int t = 1; t < threads; ++t)
+      started[t] = pthread_create(&ids[t], NULL, run_slice, &slices[t]) == 0;
+    run_slice(&slices[0]);
+    for (int t = 1; t < threads; ++t) {
+      if (started[t])
+        pthread_join(ids[t], NULL);
+      else
+        run_slice(&slices[t]); /* no thread: this one does it */
+    }
   }
   __atomic_add_fetch(&g_products, 1, __ATOMIC_RELAXED);
 }

@@ -231,6 +231,23 @@ def test_one_row_bf16_products(name):
     assert ((got - exact).abs() <= bound).all(), (got - exact).abs().max()
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_row_products_follow_torchs_thread_count(threads):
+    """The kernel's threads are libgomp's (torch's) workers, as many as
+    torch.set_num_threads asks; the split result is the same."""
+    from torch_mlir_flex.backend import blas
+
+    fn, sa, sb = ONE_ROW["threads"]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        before = blas.gemv_products()
+        _check(Fn(fn), (_rand(*sa, seed=1), _rand(*sb, seed=2)), gemm="flex_gemm_f32")
+        assert blas.gemv_products() > before
+    finally:
+        torch.set_num_threads(old)
+
+
 def test_one_row_linear_with_bias_on_the_gemv_kernel():
     # The bias is the product's init: the kernel adds into it.
     from torch_mlir_flex.backend import blas

@@ -9,23 +9,24 @@
  * spin-waiting in the two runtimes, against 3 % for inductor, whose code is
  * all on libgomp).
  *
- * This library implements the __kmpc_* subset that the lowering emits on
- * top of the libgomp already in the process (found with dlsym when the
- * library is loaded), so the compiled code, torch and the BLAS share one
- * pool of workers:
+ * This library implements the __kmpc_* entry points that our pipelines'
+ * lowering emits on top of the libgomp already in the process (found with
+ * dlsym when the library is loaded), so the compiled code, torch and the
+ * BLAS share one pool of workers:
  *   - __kmpc_fork_call / _fork_call_if / _push_num_threads -> GOMP_parallel
  *     (the thread count follows torch.set_num_threads, as torch's ops do);
- *   - __kmpc_dispatch_init / _next (dynamic, guided, static, runtime
- *     schedules) -> libgomp's work-sharing loops, over the iteration index
- *     0 .. trip count so that every sign and width maps on one unsigned form;
- *   - __kmpc_for_static_init / _fini: the block (or chunk) of this thread,
- *     computed here;
+ *   - __kmpc_dispatch_init_8u / _next_8u (every wsloop gets
+ *     schedule(dynamic): flex-omp-dynamic-schedule; guided, static and
+ *     runtime are mapped too) -> libgomp's work-sharing loops, over the
+ *     iteration index 0 .. trip count;
  *   - __kmpc_barrier -> GOMP_barrier; __kmpc_global_thread_num ->
  *     omp_get_thread_num (the compiled code only passes it back);
  *   - omp_get_wtime (flex-omp-if-awake's clock), defined here so that a
  *     cached library links against this one alone.
  * flex_kmpc_ready() says whether libgomp was found (backend/pipelines.py
- * loads this library only then).
+ * loads this library only then). A module that calls an entry point not
+ * here (static schedules, 32-bit or signed loops) is refused before it
+ * runs: jit.py checks every external symbol.
  *
  *===----------------------------------------------------------------------===*/
 #define _GNU_SOURCE /* RTLD_DEFAULT */
@@ -47,7 +48,6 @@ static _Bool (*gomp_runtime_start)(_Bool, unsigned long long, unsigned long long
                                    unsigned long long, unsigned long long *,
                                    unsigned long long *);
 static int (*omp_thread_num)(void);
-static int (*omp_num_threads)(void);
 
 enum { DYNAMIC, GUIDED, STATIC, RUNTIME };
 
@@ -66,7 +66,6 @@ __attribute__((constructor)) static void find_libgomp(void) {
   *(void **)&gomp_barrier = find("GOMP_barrier");
   *(void **)&gomp_loop_end_nowait = find("GOMP_loop_end_nowait");
   *(void **)&omp_thread_num = find("omp_get_thread_num");
-  *(void **)&omp_num_threads = find("omp_get_num_threads");
 }
 
 int flex_kmpc_ready(void) {
@@ -74,7 +73,7 @@ int flex_kmpc_ready(void) {
     if (!gomp_next[k] || (k != RUNTIME && !gomp_start[k]))
       return 0;
   return gomp_runtime_start && gomp_parallel && gomp_barrier &&
-         gomp_loop_end_nowait && omp_thread_num && omp_num_threads;
+         gomp_loop_end_nowait && omp_thread_num;
 }
 
 /*===-- parallel regions ----------------------------------------------===*/
@@ -196,19 +195,13 @@ enum {
   SCH_MODIFIERS = (1 << 29) | (1 << 30)
 };
 
-/* Iterations lb, lb + st, ... up to ub (inclusive): how many. Values are
-   the loop's own type widened (signed or not) to 64 bits. */
-static uint64_t trip_count(int64_t lb, int64_t ub, int64_t st, int is_signed) {
-  if (st == 0)
-    return 0;
-  if (st > 0) {
-    if (is_signed ? lb > ub : (uint64_t)lb > (uint64_t)ub)
-      return 0;
-    return ((uint64_t)ub - (uint64_t)lb) / (uint64_t)st + 1;
-  }
-  if (is_signed ? lb < ub : (uint64_t)lb < (uint64_t)ub)
-    return 0;
-  return ((uint64_t)lb - (uint64_t)ub) / (uint64_t)(-st) + 1;
+/* Iterations lb, lb + st, ... up to ub (inclusive, unsigned): how many. */
+static uint64_t trip_count(uint64_t lb, uint64_t ub, int64_t st) {
+  if (st > 0)
+    return lb > ub ? 0 : (ub - lb) / (uint64_t)st + 1;
+  if (st < 0)
+    return lb < ub ? 0 : (lb - ub) / (uint64_t)(-st) + 1;
+  return 0;
 }
 
 typedef struct {
@@ -219,8 +212,8 @@ typedef struct {
 
 static __thread Dispatch dispatch;
 
-static void dispatch_init(int32_t sched, int64_t lb, int64_t ub, int64_t st,
-                          int64_t chunk, int is_signed) {
+static void dispatch_init(int32_t sched, uint64_t lb, uint64_t ub, int64_t st,
+                          int64_t chunk) {
   int kind;
   switch (sched & ~SCH_MODIFIERS) {
   case SCH_STATIC:
@@ -229,9 +222,9 @@ static void dispatch_init(int32_t sched, int64_t lb, int64_t ub, int64_t st,
   case SCH_RUNTIME: kind = RUNTIME; break;
   default: kind = DYNAMIC; break;
   }
-  dispatch.lb = lb;
+  dispatch.lb = (int64_t)lb;
   dispatch.st = st;
-  dispatch.trip = trip_count(lb, ub, st, is_signed);
+  dispatch.trip = trip_count(lb, ub, st);
   /* libgomp: chunk 0 is the even split for static, 1 otherwise. */
   dispatch.chunk = chunk > 0 ? (uint64_t)chunk : (kind == STATIC ? 0 : 1);
   dispatch.kind = kind;
@@ -266,113 +259,19 @@ static int dispatch_next(int32_t *p_last, int64_t *p_lb, int64_t *p_ub,
   return 1;
 }
 
-#define FLEX_DISPATCH(SUFFIX, T, IS_SIGNED)                                    \
-  void __kmpc_dispatch_init_##SUFFIX(void *loc, int32_t gtid, int32_t sched,   \
-                                     T lb, T ub, int64_t st, int64_t chunk) {  \
-    (void)loc, (void)gtid;                                                     \
-    dispatch_init(sched, (int64_t)lb, (int64_t)ub, st, chunk, IS_SIGNED);      \
-  }                                                                            \
-  int32_t __kmpc_dispatch_next_##SUFFIX(void *loc, int32_t gtid,               \
-                                        int32_t *p_last, T *p_lb, T *p_ub,     \
-                                        int64_t *p_st) {                       \
-    (void)loc, (void)gtid;                                                     \
-    int64_t lb, ub, st;                                                        \
-    if (!dispatch_next(p_last, &lb, &ub, &st))                                 \
-      return 0;                                                                \
-    *p_lb = (T)lb, *p_ub = (T)ub;                                              \
-    if (p_st)                                                                  \
-      *p_st = st;                                                              \
-    return 1;                                                                  \
-  }
-
-/* The 4-byte variants take a 32-bit stride and chunk; the widening above
-   is done by the C calling convention for those through these wrappers. */
-FLEX_DISPATCH(8, int64_t, 1)
-FLEX_DISPATCH(8u, uint64_t, 0)
-
-void __kmpc_dispatch_init_4(void *loc, int32_t gtid, int32_t sched, int32_t lb,
-                            int32_t ub, int32_t st, int32_t chunk) {
+void __kmpc_dispatch_init_8u(void *loc, int32_t gtid, int32_t sched,
+                             uint64_t lb, uint64_t ub, int64_t st,
+                             int64_t chunk) {
   (void)loc, (void)gtid;
-  dispatch_init(sched, lb, ub, st, chunk, 1);
+  dispatch_init(sched, lb, ub, st, chunk);
 }
-void __kmpc_dispatch_init_4u(void *loc, int32_t gtid, int32_t sched,
-                             uint32_t lb, uint32_t ub, int32_t st,
-                             int32_t chunk) {
+
+int32_t __kmpc_dispatch_next_8u(void *loc, int32_t gtid, int32_t *p_last,
+                                uint64_t *p_lb, uint64_t *p_ub, int64_t *p_st) {
   (void)loc, (void)gtid;
-  dispatch_init(sched, lb, ub, st, chunk, 0);
+  int64_t lb, ub;
+  if (!dispatch_next(p_last, &lb, &ub, p_st))
+    return 0;
+  *p_lb = (uint64_t)lb, *p_ub = (uint64_t)ub;
+  return 1;
 }
-#define FLEX_DISPATCH_NEXT4(SUFFIX, T)                                         \
-  int32_t __kmpc_dispatch_next_##SUFFIX(void *loc, int32_t gtid,               \
-                                        int32_t *p_last, T *p_lb, T *p_ub,     \
-                                        int32_t *p_st) {                       \
-    (void)loc, (void)gtid;                                                     \
-    int64_t lb, ub, st;                                                        \
-    if (!dispatch_next(p_last, &lb, &ub, &st))                                 \
-      return 0;                                                                \
-    *p_lb = (T)lb, *p_ub = (T)ub;                                              \
-    if (p_st)                                                                  \
-      *p_st = (int32_t)st;                                                     \
-    return 1;                                                                  \
-  }
-FLEX_DISPATCH_NEXT4(4, int32_t)
-FLEX_DISPATCH_NEXT4(4u, uint32_t)
-
-void __kmpc_dispatch_fini_4(void *loc, int32_t gtid) { (void)loc, (void)gtid; }
-void __kmpc_dispatch_fini_4u(void *loc, int32_t gtid) { (void)loc, (void)gtid; }
-void __kmpc_dispatch_fini_8(void *loc, int32_t gtid) { (void)loc, (void)gtid; }
-void __kmpc_dispatch_fini_8u(void *loc, int32_t gtid) { (void)loc, (void)gtid; }
-
-/* Static schedules: this thread's block [*p_lb, *p_ub] (kmp_sch_static:
-   the trip count split evenly, the first `trip % threads` threads one
-   more) or its first chunk and the stride to its next (static_chunked). */
-static void static_init(int32_t sched, int32_t *p_last, int64_t *p_lb,
-                        int64_t *p_ub, int64_t *p_stride, int64_t st,
-                        int64_t chunk, int is_signed) {
-  uint64_t trip = trip_count(*p_lb, *p_ub, st, is_signed);
-  uint64_t tid = (uint64_t)omp_thread_num(), nth = (uint64_t)omp_num_threads();
-  int64_t lb = *p_lb;
-  if (p_last)
-    *p_last = 0;
-  if (trip == 0) {
-    *p_stride = st;
-    return; /* the caller's bounds already describe no iteration */
-  }
-  if ((sched & ~SCH_MODIFIERS) == SCH_STATIC_CHUNKED && chunk > 0) {
-    uint64_t c = (uint64_t)chunk;
-    *p_lb = lb + (int64_t)(tid * c * (uint64_t)st);
-    *p_ub = *p_lb + (int64_t)((c - 1) * (uint64_t)st);
-    *p_stride = (int64_t)(c * nth * (uint64_t)st);
-    if (p_last)
-      *p_last = ((trip - 1) / c) % nth == tid;
-    return;
-  }
-  uint64_t small = trip / nth, extra = trip % nth;
-  uint64_t first = tid * small + (tid < extra ? tid : extra);
-  uint64_t count = small + (tid < extra ? 1 : 0);
-  if (count == 0) { /* an empty block: first past last */
-    *p_lb = lb + (int64_t)(trip * (uint64_t)st);
-    *p_ub = *p_lb - st;
-  } else {
-    *p_lb = lb + (int64_t)(first * (uint64_t)st);
-    *p_ub = *p_lb + (int64_t)((count - 1) * (uint64_t)st);
-  }
-  *p_stride = (int64_t)(trip * (uint64_t)st);
-  if (p_last)
-    *p_last = count != 0 && first + count == trip;
-}
-
-#define FLEX_STATIC_INIT(SUFFIX, T, ST, IS_SIGNED)                             \
-  void __kmpc_for_static_init_##SUFFIX(void *loc, int32_t gtid, int32_t sched, \
-                                       int32_t *p_last, T *p_lb, T *p_ub,      \
-                                       ST *p_stride, ST incr, ST chunk) {      \
-    (void)loc, (void)gtid;                                                     \
-    int64_t lb = (int64_t)*p_lb, ub = (int64_t)*p_ub, stride;                  \
-    static_init(sched, p_last, &lb, &ub, &stride, incr, chunk, IS_SIGNED);     \
-    *p_lb = (T)lb, *p_ub = (T)ub, *p_stride = (ST)stride;                      \
-  }
-FLEX_STATIC_INIT(4, int32_t, int32_t, 1)
-FLEX_STATIC_INIT(4u, uint32_t, int32_t, 0)
-FLEX_STATIC_INIT(8, int64_t, int64_t, 1)
-FLEX_STATIC_INIT(8u, uint64_t, int64_t, 0)
-
-void __kmpc_for_static_fini(void *loc, int32_t gtid) { (void)loc, (void)gtid; }

@@ -41,7 +41,7 @@ def run_child(cfg, impl, reps, out, cache_dir, timeout):
 def rel_error(path, ref_path):
     if not (os.path.exists(path) and os.path.exists(ref_path)):
         return None
-    got, ref = torch.load(path), torch.load(ref_path)
+    got, ref = torch.load(path).float(), torch.load(ref_path).float()
     return ((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 

@@ -16,7 +16,7 @@ import os
 
 from .. import _load_order
 from ..mlir import ir, passmanager
-from . import memref_abi
+from . import memref_abi, out_heap
 from .calling import (UNSHARE_BEFORE, entry_signature, find_func, scalars_to_tensors, status_messages,
                       to_destination_passing, unshare_inits)
 from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
@@ -285,8 +285,6 @@ class JitFunction:
         return len(shape) == self.arg_types[i].rank and all(shape[j] == d for j, d in self._static[i])
 
     def __call__(self, *args):
-        import torch
-
         ins = self._inputs(args)
         if self._check_shapes is not None or self._fixed_outs is None:
             # scalar arguments enter the shape code as their values
@@ -294,10 +292,10 @@ class JitFunction:
         if self._check_shapes is not None:
             self._check_shapes(shapes)
         if self._fixed_outs is not None:
-            outs = [torch.empty(s, dtype=d) for s, d in self._fixed_outs]
+            outs = [out_heap.empty(s, d) for s, d in self._fixed_outs]
             status = self._cfunc.call_pointers([t.data_ptr() for t in ins + outs])
         else:
-            outs = [torch.empty(s, dtype=d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
+            outs = [out_heap.empty(s, d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
             words = []
             for t in ins + outs:
                 words += memref_abi.descriptor_words(t)

@@ -109,3 +109,51 @@ def test_temporaries_are_freed_after_their_last_use():
     peak = blas.live_peak_bytes()
     layer = 4 << 20  # one 1024 x 1024 f32 temporary
     assert 3 * layer <= peak < 3.5 * layer, peak / layer  # all held: 24 and more
+
+
+class Outer(torch.nn.Module):
+    """A 36 MiB result (3072 x 3072 f32): above out_heap.MIN_BYTES."""
+
+    def forward(self, x, y):
+        return x[:, None] * y[None, :] + 1.0
+
+
+def test_large_results_come_from_the_heap_and_return_to_it():
+    from torch_mlir_flex.backend import out_heap
+
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(3072, generator=g), torch.randn(3072, generator=g)
+    assert 3072 * 3072 * 4 >= out_heap.MIN_BYTES
+    fn = torch_mlir_flex.compile(Outer(), (x, y))
+    blas.release_memory()
+    first = fn(x, y)
+    torch.testing.assert_close(first, Outer()(x, y))
+    row = first[7]  # a view keeps the block alive
+    ptr = first.data_ptr()
+    del first
+    assert blas.kept_bytes() == 0
+    torch.testing.assert_close(row, x[7] * y + 1.0)
+    # The other result, computed while that block is alive, is in other memory.
+    second = fn(x, y)
+    assert second.data_ptr() != ptr
+    torch.testing.assert_close(row, x[7] * y + 1.0)
+    del row
+    assert blas.kept_bytes() >= 3072 * 3072 * 4  # the block went back, kept
+    third = fn(x * 2, y)
+    assert third.data_ptr() == ptr  # ...and the next result of its size reuses it
+    torch.testing.assert_close(third, Outer()(x * 2, y))
+    torch.testing.assert_close(second, Outer()(x, y))
+    # An ordinary tensor for everything torch does with it.
+    assert third.is_contiguous() and third.dtype == torch.float32 and third.shape == (3072, 3072)
+    torch.testing.assert_close((third.clone() - third).abs().max(), torch.tensor(0.0))
+    del second, third
+    blas.release_memory()
+    assert blas.kept_bytes() == 0
+
+
+def test_small_results_are_torchs():
+    from torch_mlir_flex.backend import out_heap
+
+    t = out_heap.empty((16, 16), torch.bfloat16)
+    assert t.shape == (16, 16) and t.dtype == torch.bfloat16
+    assert t.untyped_storage().resizable()  # torch.empty's, not a heap block's

@@ -89,3 +89,18 @@ def peak_extra_bytes(fn):
     base = _status_bytes("VmRSS")
     fn()
     return max(0, _status_bytes("VmHWM") - base)
+
+
+def copy_bandwidth_gbs(mib=256, reps=5) -> float:
+    """Bytes read + written per second by a large tensor copy (the best of
+    `reps`): a STREAM-like copy on torch's threads."""
+    import torch
+
+    a = torch.empty(mib * 2**18, dtype=torch.float32).fill_(1.0)
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        b.copy_(a)
+        best = min(best, time.perf_counter() - t)
+    return 2 * a.numel() * 4 / best / 1e9

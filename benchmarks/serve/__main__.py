@@ -21,33 +21,19 @@ import argparse
 import json
 import os
 import tempfile
-import time
-
-import torch
 
 from ..child_process import ROOT, run_json_child
 from ..readme import format_targets, replace_section
 from ..results_file import merge_rows
+from ..timing import copy_bandwidth_gbs
 from .configs import DEFAULT, LONG
-from .targets import evaluate
+from .targets import bandwidth_pct, evaluate
 
 README_INTRO = ("`python -m benchmarks.serve` (`--all` adds the Qwen2-0.5B shape): greedy, 32 new tokens, "
                 "decode ms/token of warm calls (median time between successive tokens), each "
                 "implementation in its own process on this 2-core host.\n\n")
 
 IMPLS = ("eager", "inductor", "inductor-static", "ours", "ours-static", "ours-api")
-
-
-def copy_bandwidth_gbs(mib=256, reps=5) -> float:
-    """Bytes read + written per second by a large tensor copy."""
-    a = torch.empty(mib * 2**18, dtype=torch.float32).fill_(1.0)
-    b = torch.empty_like(a)
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        b.copy_(a)
-        best = min(best, time.perf_counter() - t)
-    return 2 * a.numel() * 4 / best / 1e9
 
 
 def run_child(cfg, impl, reps, cache_dir, timeout):
@@ -72,8 +58,7 @@ def markdown(rows):
         for impl, r in res.items():
             ratio = (f"{r['ms_per_token'] / ref['ms_per_token']:.2f}"
                      if "error" not in r and "ms_per_token" in ref else "–")
-            limit = ("–" if "error" in r else
-                     f"{100 * r['bytes_per_token'] / (bandwidth * 1e6 * r['ms_per_token']):.0f}")
+            limit = "–" if "error" in r else f"{bandwidth_pct(r, bandwidth):.0f}"
             same = "–" if "error" in r or want is None else ("yes" if r["tokens"] == want else "no")
             out.append(f"| {row['config']} | {impl} | {_cell(r, 'first_s', '{:.1f}')} | "
                        f"{_cell(r, 'ttft_ms', '{:.1f}')} | {_cell(r, 'ms_per_token', '{:.2f}')} | "
@@ -82,6 +67,10 @@ def markdown(rows):
                 out.append(f"| | | error: {r['error'][:150]} | | | | | |")
     runs = sorted({f"{r['bandwidth']:.1f}" for r in rows})
     out += ["", f"Copy bandwidth (read + write), measured in each configuration's run: {', '.join(runs)} GB/s. "
+            "The % of the bandwidth limit divides the bytes a decode step reads by its time and by "
+            "the copy bandwidth measured right after the same round of tokens (in the child process: "
+            "this host's memory bandwidth changes with its neighbours' load), the median over the "
+            "rounds. "
             "Rows come from benchmarks/results/serve.json: a configuration run again (`--only`) "
             "replaces its row.",
             "", "Reference tokens: the uncompiled model's (eager), else inductor's. eager is "

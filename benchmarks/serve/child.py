@@ -24,6 +24,7 @@ import time
 import torch_mlir_flex  # noqa: F401  (before torch-mlir)
 import torch
 
+from ..timing import copy_bandwidth_gbs
 from .configs import ServeConfig, build, bytes_per_token
 
 
@@ -86,17 +87,23 @@ def main(spec):
     _generate(model, ids, mask, 1, static)
     first = time.perf_counter() - t
     _generate(model, ids, mask, cfg.new_tokens, static)  # compiles the decode graphs
-    ttft, steps = [], []
+    nbytes = bytes_per_token(model.model if isinstance(model, _ApiModel) else model, cfg)
+    ttft, steps, copy, share = [], [], [], []
     for _ in range(spec.get("reps", 3)):
         t = time.perf_counter()
         _generate(model, ids, mask, 1, static)
         ttft.append(time.perf_counter() - t)
         stamps = _Stamps()
         out = _generate(model, ids, mask, cfg.new_tokens, static, stamps)
-        steps += [b - a for a, b in zip(stamps.times, stamps.times[1:])]
+        round_steps = [b - a for a, b in zip(stamps.times, stamps.times[1:])]
+        steps += round_steps
+        # The host's bandwidth right after this round's tokens: the share of
+        # it that the round's decode steps read.
+        copy.append(copy_bandwidth_gbs(reps=3))
+        share.append(100 * nbytes / (copy[-1] * 1e9 * statistics.median(round_steps)))
     res = dict(first_s=first, ttft_ms=1e3 * statistics.median(ttft),
-               ms_per_token=1e3 * statistics.median(steps),
-               bytes_per_token=bytes_per_token(model.model if isinstance(model, _ApiModel) else model, cfg),
+               ms_per_token=1e3 * statistics.median(steps), bytes_per_token=nbytes,
+               copy_gbs=statistics.median(copy), bandwidth_pct=statistics.median(share),
                tokens=out[:, ids.shape[1]:].tolist())
     if impl in ("ours", "ours-static"):
         from torch_mlir_flex import dynamo

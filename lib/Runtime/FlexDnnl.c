@@ -2,9 +2,10 @@
  *
  * oneDNN (the `onednn-cpu-gomp` wheel, loaded by backend/blas.py) runs bf16
  * products with AVX512-BF16 or AMX instructions, where MKL's
- * cblas_gemm_bf16bf16f32 reached 0.2-0.6 of that rate (docs/dense-ops.md). Only its C API is used, through function
- * pointers handed over by flex_runtime_set_dnnl in the order of `Fn` below;
- * the few types and constants of that API are declared here.
+ * cblas_gemm_bf16bf16f32 reached 0.2-0.6 of that rate (docs/dense-ops.md).
+ * Only its C API is used, through function pointers handed over by
+ * flex_runtime_set_dnnl in the order of `Fn` below; the few types and
+ * constants of that API are declared here.
  *
  * A matmul primitive is created once per (shape, strides, output type,
  * accumulation) and kept in a small table; each call wraps the caller's

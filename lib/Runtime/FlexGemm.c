@@ -13,8 +13,7 @@
  * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
  * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
  * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
- * run on it and
- * only those it declines reach the BLAS. Products of one row by a matrix
+ * run on it and only those it declines reach the BLAS. Products of one row by a matrix
  * with contiguous rows run on FlexGemv.c (f32; bf16 with AVX512-BF16).
  *
  *===----------------------------------------------------------------------===*/
@@ -232,11 +231,13 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
    * entry the kernel declines (so that no entry is computed, or
    * accumulated into C, twice). */
   int one_row = M == 1 && sbk == 1 && (bf16 || !(flags & OUTPUT_BF16));
+  /* Batch entry i's operands: a + i * sa, b + i * sb, c + i * sc (bytes). */
+  const char *a = (const char *)pa + (size_t)oa * es;
+  const char *b = (const char *)pb + (size_t)ob * es;
+  char *c = (char *)pc + (size_t)oc * esc;
+  size_t sa = (size_t)sab * es, sb = (size_t)sbb * es, sc = (size_t)scb * esc;
   int64_t done = 0;
-  for (; one_row && done < batch; ++done) {
-    const char *a = (const char *)pa + (size_t)(oa + done * sab) * es;
-    const char *b = (const char *)pb + (size_t)(ob + done * sbb) * es;
-    char *c = (char *)pc + (size_t)(oc + done * scb) * esc;
+  for (; one_row && done < batch; ++done, a += sa, b += sb, c += sc) {
     int ran = bf16 ? flex_gemv_bf16(N, K, (const uint16_t *)a, sak,
                                     (const uint16_t *)b, sbn, c, scn,
                                     (flags & OUTPUT_BF16) != 0,
@@ -247,26 +248,20 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
     if (!ran)
       break;
   }
-  if (done == batch)
+  batch -= done;
+  if (batch == 0)
     return;
-  pa += (int64_t)((size_t)(done * sab) * es), pb += (int64_t)((size_t)(done * sbb) * es);
-  pc += (int64_t)((size_t)(done * scb) * esc), batch -= done;
-  if (bf16 &&
-      flex_dnnl_bf16_product(batch, M, N, K, (const char *)pa + oa * es, sab,
-                             sam, sak, (const char *)pb + ob * es, sbb, sbk,
-                             sbn, (char *)pc + oc * esc, scb, scm, scn,
-                             (flags & OUTPUT_BF16) != 0, flags & ACCUMULATE))
+  if (bf16 && flex_dnnl_bf16_product(batch, M, N, K, a, sab, sam, sak, b, sbb,
+                                     sbk, sbn, c, scb, scm, scn,
+                                     (flags & OUTPUT_BF16) != 0,
+                                     flags & ACCUMULATE))
     return;
-  for (int64_t i = 0; i < batch; ++i) {
-    const char *a = (const char *)pa + (size_t)(oa + i * sab) * es;
-    const char *b = (const char *)pb + (size_t)(ob + i * sbb) * es;
-    char *c = (char *)pc + (size_t)(oc + i * scb) * esc;
-    if (bf16 ? !g_bf16_gemm : !g_sgemm) {
-      g_missing_blas = 1;
-      return;
-    }
-    product(bf16, M, N, K, a, sam, sak, b, sbk, sbn, c, scm, scn, (int)flags);
+  if (bf16 ? !g_bf16_gemm : !g_sgemm) {
+    g_missing_blas = 1;
+    return;
   }
+  for (int64_t i = 0; i < batch; ++i, a += sa, b += sb, c += sc)
+    product(bf16, M, N, K, a, sam, sak, b, sbk, sbn, c, scm, scn, (int)flags);
 }
 
 void flex_gemm_f32(int64_t batch, int64_t M, int64_t N, int64_t K, int64_t pa,

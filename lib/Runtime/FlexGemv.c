@@ -10,12 +10,13 @@
  * features are split between threads (libgomp's workers, torch's; pthreads
  * started per call where the process has no libgomp; only products of at
  * least MIN_PARALLEL weight elements are split), each
- *   - f32: an AVX-512 loop of four rows at a time where the CPU has it,
+ *   - f32: an AVX-512 loop of one row at a time where the CPU has it,
  *     else a plain loop;
  *   - bf16 (only where the CPU has AVX512-BF16, else the caller's path):
- *     one row at a time with VDPBF16PS, bf16 pairs into f32 sums. Reading
- *     the weight as one sequential stream mattered for its short rows
- *     (1792 bytes): 25 GB/s against 20 GB/s four rows at a time.
+ *     one row at a time with VDPBF16PS, bf16 pairs into f32 sums.
+ * Reading the weight as one sequential stream matters for a model's short
+ * rows (896 elements): bf16 25 GB/s against 20 four rows at a time; f32,
+ * over a Qwen2-0.5B's weights, 41.5 GB/s against 28.5.
  * FLEX_GEMV=0 (read once) leaves every product to the BLAS.
  *
  *===----------------------------------------------------------------------===*/
@@ -70,35 +71,31 @@ static void rows_from(const Slice *s, int64_t n0) {
 static void rows_f32(const Slice *s) { rows_from(s, s->n0); }
 
 #ifdef FLEX_HAVE_AVX512_PATH
+/* One row at a time (a sequential stream: 1.45x the read rate of four rows
+ * at a time on a model's weights, Zen 4), four accumulators of 16 floats;
+ * the K tail masked. */
 __attribute__((target("avx512f"))) static void rows_f32_avx512(const Slice *s) {
-  const float *x = (const float *)s->x, *w = (const float *)s->w;
+  const float *x = (const float *)s->x;
   const int64_t K = s->K, K16 = K & ~(int64_t)15;
   const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1u);
-  int64_t n = s->n0;
-  for (; n + 4 <= s->n1; n += 4) {
-    const float *r0 = w + n * s->ldw, *r1 = r0 + s->ldw,
-                *r2 = r1 + s->ldw, *r3 = r2 + s->ldw;
+  for (int64_t n = s->n0; n < s->n1; ++n) {
+    const float *r = (const float *)s->w + n * s->ldw;
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t k = 0; k < K16; k += 16) {
-      __m512 xv = _mm512_loadu_ps(x + k);
-      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r0 + k), xv, a0);
-      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r1 + k), xv, a1);
-      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(r2 + k), xv, a2);
-      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(r3 + k), xv, a3);
+    int64_t k = 0;
+    for (; k + 64 <= K; k += 64) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k), _mm512_loadu_ps(x + k), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k + 16), _mm512_loadu_ps(x + k + 16), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k + 32), _mm512_loadu_ps(x + k + 32), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k + 48), _mm512_loadu_ps(x + k + 48), a3);
     }
-    if (tail) {
-      __m512 xv = _mm512_maskz_loadu_ps(tail, x + K16);
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, r0 + K16), xv, a0);
-      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, r1 + K16), xv, a1);
-      a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, r2 + K16), xv, a2);
-      a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, r3 + K16), xv, a3);
-    }
-    store(s, n, _mm512_reduce_add_ps(a0));
-    store(s, n + 1, _mm512_reduce_add_ps(a1));
-    store(s, n + 2, _mm512_reduce_add_ps(a2));
-    store(s, n + 3, _mm512_reduce_add_ps(a3));
+    for (; k < K16; k += 16)
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(r + k), _mm512_loadu_ps(x + k), a0);
+    if (tail)
+      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, r + K16),
+                           _mm512_maskz_loadu_ps(tail, x + K16), a1);
+    store(s, n, _mm512_reduce_add_ps(
+                    _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3))));
   }
-  rows_from(s, n);
 }
 
 /* One row at a time (a sequential stream), four accumulators of 32 bf16

@@ -191,8 +191,8 @@ def test_linear_unit_dims(m, k, n):
 
 ONE_ROW = {
     # name: (fn, shape of a, shape of b): one row times a matrix with
-    # contiguous rows, the FlexGemv.c path (N not a multiple of its 4 rows,
-    # K not of its 16 lanes).
+    # contiguous rows, the FlexGemv.c path (K not a multiple of its 16
+    # lanes: the 16-lane steps and the masked tail; 897: 64-element steps).
     "linear": (lambda x, w: x @ w.t(), (1, 37), (29, 37)),
     "batched": (lambda a, b: a @ b.transpose(-1, -2), (3, 1, 37), (3, 29, 37)),
     "strided_row": (lambda x, w: x[:, ::2] @ w.t(), (1, 74), (29, 37)),

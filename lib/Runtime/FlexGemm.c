@@ -13,8 +13,9 @@
  * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
  * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
  * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
- * run on it and only those it declines reach the BLAS. Products of one row by a matrix
- * with contiguous rows run on FlexGemv.c (f32; bf16 with AVX512-BF16).
+ * run on it and only those it declines reach the BLAS. Products of one row
+ * by a matrix with contiguous rows run on FlexGemv.c (f32; bf16 with
+ * AVX512-BF16).
  *
  *===----------------------------------------------------------------------===*/
 #include "FlexBf16.h"

@@ -199,3 +199,14 @@ def kept_bytes() -> int:
     runtime_library()
     _runtime.flex_runtime_kept_bytes.restype = ctypes.c_int64
     return _runtime.flex_runtime_kept_bytes()
+
+
+def heap_functions():
+    """(aligned_alloc(alignment, bytes) -> address, free(address)) of the
+    compiled code's heap (FlexAlloc.c), typed for ctypes; loads the runtime
+    library (FlexBackendError if it is missing)."""
+    runtime_library()
+    alloc, free = _runtime._mlir_memref_to_llvm_aligned_alloc, _runtime._mlir_memref_to_llvm_free
+    alloc.argtypes, alloc.restype = [ctypes.c_uint64, ctypes.c_uint64], ctypes.c_void_p
+    free.argtypes, free.restype = [ctypes.c_void_p], None
+    return alloc, free

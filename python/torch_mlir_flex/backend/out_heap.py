@@ -17,6 +17,7 @@ last view of the tensor is gone. Such a tensor cannot be resized in place.
 """
 
 import ctypes
+import math
 import weakref
 
 # Results at least this large come from the runtime's heap: below glibc's
@@ -35,16 +36,9 @@ def _functions():
         from .errors import FlexBackendError
 
         try:
-            blas.runtime_library()
+            _alloc = blas.heap_functions()
         except FlexBackendError:
             _alloc = False
-            return _alloc
-        rt = blas._runtime
-        alloc = rt._mlir_memref_to_llvm_aligned_alloc
-        alloc.argtypes, alloc.restype = [ctypes.c_uint64, ctypes.c_uint64], ctypes.c_void_p
-        free = rt._mlir_memref_to_llvm_free
-        free.argtypes, free.restype = [ctypes.c_void_p], None
-        _alloc = (alloc, free)
     return _alloc
 
 
@@ -52,9 +46,7 @@ def empty(shape, dtype):
     """An uninitialized contiguous CPU tensor of `shape` and `dtype`."""
     import torch
 
-    numel = 1
-    for s in shape:
-        numel *= s
+    numel = math.prod(shape)
     nbytes = numel * dtype.itemsize
     fns = _functions() if nbytes >= MIN_BYTES else None
     if not fns:

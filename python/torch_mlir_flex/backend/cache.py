@@ -14,11 +14,21 @@ engine's functions are looked up there (`SharedObjectEngine`, same
 `raw_lookup`/`lookup`/`invoke` as ExecutionEngine: the packed
 `_mlir__mlir_ciface_<name>` wrappers that the JIT itself calls).
 
+A miss on a large module (LLVM-dialect text of CHILD_MIN_BYTES or more: a
+whole model) is compiled in a child process (`torch_mlir_flex.codegen_child`)
+that writes the object file; this process links and loads it as a hit.
+LLVM's code generation then leaves nothing behind here: a cold compile of
+the 24-layer Qwen2-shaped model kept 47 MiB more resident memory after it
+(libLLVM's code pages, the code generators' heap) than one from the cache.
+An LLVM fatal error there ends the child, and the compile raises.
+
 Environment:
   TORCH_MLIR_FLEX_CACHE_DIR      location (default ~/.cache/torch_mlir_flex)
   TORCH_MLIR_FLEX_CACHE_SIZE_MB  bound; least recently used entries go first
                                  (default 256)
   TORCH_MLIR_FLEX_CACHE=0        off
+  TORCH_MLIR_FLEX_CODEGEN_CHILD  "auto" (default: modules of CHILD_MIN_BYTES
+                                 or more), "1" every miss, "0" never
 Without a C compiler nothing is stored and every compilation uses the JIT.
 """
 
@@ -27,7 +37,9 @@ import ctypes
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 
 from ..log import get_logger
@@ -37,6 +49,8 @@ from ..mlir import execution_engine
 DIR_ENV = "TORCH_MLIR_FLEX_CACHE_DIR"
 SIZE_ENV = "TORCH_MLIR_FLEX_CACHE_SIZE_MB"
 ENABLE_ENV = "TORCH_MLIR_FLEX_CACHE"
+CHILD_ENV = "TORCH_MLIR_FLEX_CODEGEN_CHILD"
+CHILD_MIN_BYTES = 512 * 1024
 DEFAULT_SIZE_MB = 256
 # Bump when the object format or the way entries are linked changes.
 FORMAT = "flex-cache-1 llvm-22.1.8"
@@ -100,7 +114,8 @@ def engine_for(module, opt_level: int = 2, shared_libs=(), entry=None, text=None
     shared_libs = list(shared_libs)
     if not enabled():
         return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
-    key = cache_key(str(module) if text is None else text, opt_level, shared_libs)
+    text = str(module) if text is None else text
+    key = cache_key(text, opt_level, shared_libs)
     path = os.path.join(cache_dir(), key + ".so")
     if os.path.exists(path):
         try:
@@ -114,8 +129,66 @@ def engine_for(module, opt_level: int = 2, shared_libs=(), entry=None, text=None
             log.warning("compile cache: dropping unloadable entry %s: %s", path, e)
             _remove(path)
     stats["misses"] += 1
+    if entry is not None and _in_child(len(text)):
+        engine = _codegen_in_child(text, path, opt_level, shared_libs, entry)
+        if engine is not None:
+            return engine
     engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
     _store(engine, path, shared_libs, entry)
+    return engine
+
+
+def _in_child(text_bytes: int) -> bool:
+    mode = os.environ.get(CHILD_ENV, "auto").strip().lower()
+    if mode == "auto":
+        return text_bytes >= CHILD_MIN_BYTES
+    return switched_on(CHILD_ENV)
+
+
+def _child_command(text_path, obj_path, opt_level, entry, shared_libs):
+    return [sys.executable, "-m", "torch_mlir_flex.codegen_child", text_path, obj_path,
+            str(opt_level), entry, *shared_libs]
+
+
+def _codegen_in_child(text, path, opt_level, shared_libs, entry):
+    """The cache entry `path` compiled from `text` by a child process and
+    loaded; None when it could not be made that way (no C compiler, an
+    unwritable directory, the child failed): the caller compiles here then.
+    Raises RuntimeError when the child was killed (an LLVM fatal error)."""
+    cc = _linker()
+    if cc is None:
+        return None
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=os.path.dirname(path)) as tmp:
+            text_path, obj = os.path.join(tmp, "module.mlir"), os.path.join(tmp, "entry.o")
+            with open(text_path, "w") as f:
+                f.write(text)
+            done = subprocess.run(_child_command(text_path, obj, opt_level, entry, shared_libs),
+                                  env=env, capture_output=True, text=True)
+            if done.returncode < 0:
+                try:
+                    name = signal.Signals(-done.returncode).name
+                except ValueError:
+                    name = f"signal {-done.returncode}"
+                raise RuntimeError(f"LLVM code generation ended by {name} in a child process: "
+                                   f"{done.stderr.strip()[-2000:]}")
+            if done.returncode != 0 or not os.path.exists(obj):
+                log.warning("compile cache: code generation in a child process failed (%s); "
+                            "compiling here", done.stderr.strip()[-2000:])
+                return None
+            _link(cc, obj, path, shared_libs)
+        engine = SharedObjectEngine(path, shared_libs)
+    except OSError as e:
+        log.warning("compile cache: could not compile %s in a child process: %s", path, e)
+        return None
+    stats["stored"] += 1
+    stats["child"] += 1
+    log.info("compile cache: stored %s (code generated in a child process)", path)
+    prune(os.path.dirname(path), _limit_bytes())
     return engine
 
 
@@ -132,7 +205,7 @@ def _store(engine, path: str, shared_libs, entry=None) -> None:
     try:
         os.makedirs(directory, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=directory) as tmp:
-            obj, lib = os.path.join(tmp, "entry.o"), os.path.join(tmp, "entry.so")
+            obj = os.path.join(tmp, "entry.o")
             # Compiles the module now, through the entry: dump_to_object_file
             # on a not yet compiled engine looks up the packed wrapper of
             # every function instead, and LLVM aborts the process on those
@@ -140,20 +213,27 @@ def _store(engine, path: str, shared_libs, entry=None) -> None:
             if entry is None or not engine.raw_lookup(entry):
                 raise OSError(f"no entry symbol {entry!r} to compile the module through")
             engine.dump_to_object_file(obj)
-            # The JIT's objects use the large code model (absolute 64-bit
-            # relocations): fine in a shared library, as text relocations.
-            # Symbols must resolve now (libc, libm, the runtime libraries).
-            cmd = [cc, "-shared", "-Wl,-z,notext", "-Wl,--no-undefined", "-o", lib, obj, *shared_libs, "-lm"]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise OSError(f"{' '.join(cmd)}: {done.stderr.strip()}")
-            os.replace(lib, path)
+            _link(cc, obj, path, shared_libs)
         stats["stored"] += 1
         log.info("compile cache: stored %s", path)
         prune(directory, _limit_bytes())
     except OSError as e:
         stats["errors"] += 1
         log.warning("compile cache: could not store %s: %s", path, e)
+
+
+def _link(cc, obj: str, path: str, shared_libs) -> None:
+    """Links the object file `obj` into the shared library `path` (replaced
+    atomically, through a file beside `obj`)."""
+    lib = os.path.join(os.path.dirname(obj), "entry.so")
+    # The JIT's objects use the large code model (absolute 64-bit
+    # relocations): fine in a shared library, as text relocations.
+    # Symbols must resolve now (libc, libm, the runtime libraries).
+    cmd = [cc, "-shared", "-Wl,-z,notext", "-Wl,--no-undefined", "-o", lib, obj, *shared_libs, "-lm"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise OSError(f"{' '.join(cmd)}: {done.stderr.strip()}")
+    os.replace(lib, path)
 
 
 def _limit_bytes() -> int:

@@ -98,8 +98,9 @@ class JitFunction:
                 if not request_amx_permission():
                     raise FlexBackendError(f"pipeline {pipeline!r} uses AMX tiles, but this "
                                            "process may not (no amx_tile, or Linux refused)")
+            # Only its text is kept (`lowered`): the module and its context
+            # (tens of MiB for a whole model) go once the function is bound.
             module, self.lowered_text = self._lower(module, module_text, text, pipeline)
-            self.lowered = module
             libs = self._shared_libs(text, shared_libs, module)
             _check_external_symbols(module, libs)
             try:
@@ -111,6 +112,11 @@ class JitFunction:
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
                     "(see the diagnostics above)") from None
             self._bind(module, shapes, shape_checks)
+
+    @property
+    def lowered(self) -> str:
+        """The module after the pipeline (LLVM dialect), as text."""
+        return self.lowered_text
 
     def _lower(self, module, module_text, text, pipeline):
         """(`module` through the pipeline `text`, its text), or both from the
@@ -124,9 +130,8 @@ class JitFunction:
             # In a context of its own: this one holds the input's resources
             # (weights, captured tensors), and parsing them again here would
             # rename them (`..._1`) in the module LLVM compiles.
-            self.lowered_context = ir.Context()
             try:
-                return ir.Module.parse(cached, self.lowered_context), cached
+                return ir.Module.parse(cached, ir.Context()), cached
             except ir.MLIRError:
                 pass  # lowered again below
         try:

@@ -128,6 +128,46 @@ def test_disabled_by_environment(cache_dir, monkeypatch):
     assert entries(cache_dir) == []
 
 
+def test_miss_compiled_in_a_child_process(cache_dir, monkeypatch):
+    """A miss on a large module (here every module: the switch forces it)
+    is compiled by `torch_mlir_flex.codegen_child` and loaded as a hit; the
+    small module stays in this process under the default "auto"."""
+    monkeypatch.setenv(cache.CHILD_ENV, "1")
+    before = dict(cache.stats)
+    fn = JitFunction(ADD_EXP, pipeline="reference")
+    assert isinstance(fn.engine, cache.SharedObjectEngine)
+    assert cache.stats["child"] - before.get("child", 0) == 1
+    assert len(entries(cache_dir)) == 1
+    run_add_exp(fn)
+    assert isinstance(JitFunction(ADD_EXP, pipeline="reference").engine, cache.SharedObjectEngine)
+    assert cache.stats["hits"] - before.get("hits", 0) == 1
+    monkeypatch.setenv(cache.CHILD_ENV, "auto")
+    small = JitFunction(ADD_EXP.replace("math.exp", "math.sqrt"), pipeline="reference")
+    assert isinstance(small.engine, ExecutionEngine)
+
+
+def test_child_killed_by_a_signal_raises(cache_dir, monkeypatch):
+    """An LLVM fatal error (an abort) in the child ends the child only: the
+    compile raises FlexBackendError naming the signal, nothing is stored."""
+    from torch_mlir_flex import FlexBackendError
+
+    monkeypatch.setenv(cache.CHILD_ENV, "1")
+    monkeypatch.setattr(cache, "_child_command",
+                        lambda *a: [sys.executable, "-c", "import os, sys; print('LLVM ERROR: x', file=sys.stderr); os.abort()"])
+    with pytest.raises(FlexBackendError, match="SIGABRT.*LLVM ERROR: x"):
+        JitFunction(ADD_EXP, pipeline="reference")
+    assert entries(cache_dir) == []
+
+
+def test_child_failure_compiles_here(cache_dir, monkeypatch):
+    monkeypatch.setenv(cache.CHILD_ENV, "1")
+    monkeypatch.setattr(cache, "_child_command", lambda *a: [sys.executable, "-c", "raise SystemExit(3)"])
+    fn = JitFunction(ADD_EXP, pipeline="reference")
+    assert isinstance(fn.engine, ExecutionEngine)
+    run_add_exp(fn)
+    assert len(entries(cache_dir)) == 1
+
+
 def test_prune_removes_least_recently_used(tmp_path):
     for i, name in enumerate(["old.so", "mid.so", "new.so"]):
         p = tmp_path / name

@@ -56,6 +56,7 @@ MODEL = textwrap.dedent("""
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.DIR_ENV, str(tmp_path))
     monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
+    monkeypatch.delenv(cache.CHILD_ENV, raising=False)  # "auto": small modules compile here
     return tmp_path
 
 

@@ -94,12 +94,13 @@ def main(spec):
         _generate(model, ids, mask, 1, static)
         ttft.append(time.perf_counter() - t)
         stamps = _Stamps()
+        before = copy_bandwidth_gbs(reps=3)
         out = _generate(model, ids, mask, cfg.new_tokens, static, stamps)
         round_steps = [b - a for a, b in zip(stamps.times, stamps.times[1:])]
         steps += round_steps
-        # The host's bandwidth right after this round's tokens: the share of
-        # it that the round's decode steps read.
-        copy.append(copy_bandwidth_gbs(reps=3))
+        # The host's bandwidth right before and after this round's tokens
+        # (their mean): the share of it that the round's decode steps read.
+        copy.append((before + copy_bandwidth_gbs(reps=3)) / 2)
         share.append(100 * nbytes / (copy[-1] * 1e9 * statistics.median(round_steps)))
     res = dict(first_s=first, ttft_ms=1e3 * statistics.median(ttft),
                ms_per_token=1e3 * statistics.median(steps), bytes_per_token=nbytes,

@@ -57,7 +57,7 @@ DEFAULT_SIZE_MB = 256
 FORMAT = "flex-cache-1 llvm-22.1.8"
 
 log = get_logger("cache")
-stats = collections.Counter()  # hits, misses, stored, errors; stage_hits, stage_stored
+stats = collections.Counter()  # hits, misses, stored, errors; stage_hits, stage_stored, export_skipped
 
 
 def switched_on(env: str) -> bool:

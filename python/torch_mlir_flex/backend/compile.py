@@ -243,8 +243,9 @@ def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND,
 class CompiledModule:
     """Callable result of `compile`. Attributes: `torch_ir`, `linalg_ir`,
     `flex_ir`, `lowered_ir` (text of each stage), `backend`, `func_name`,
-    `exported_program`, `jit_function`; `loops_ir()` computes the IR after
-    the lowering pipeline up to scf."""
+    `exported_program` (None when the stage cache made the export
+    unnecessary: pre_export_cache.py), `jit_function`; `loops_ir()`
+    computes the IR after the lowering pipeline up to scf."""
 
     def __init__(self, *, jit_function: JitFunction, backend: str, func_name: str,
                  torch_ir: Optional[str], linalg_ir: Optional[str], flex_ir: str,
@@ -373,18 +374,39 @@ def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=
 
 def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
              weights_as_arguments=True, exported_check=None):
+    import torch
+
+    from .pre_export_cache import PreExport
+
+    original = model
     # BlockMask arguments become tensors (block_mask_args.py).
     model, example_args, dynamic_shapes, layout = flatten_block_masks(model, example_args, dynamic_shapes)
     example_args = unalias(example_args)
-    ep = export_model(model, example_args, dynamic_shapes)
-    if exported_check is not None:
-        exported_check(ep)
-    out_spec = ep.call_spec.out_spec
-    arg_specs, constants = _user_input_specs(ep, example_args)
-    torch_ir, linalg_ir, flex_ir, targets, mutations = _import_stages(ep, func_name, weights_as_arguments)
-    state = [_state_tensor(ep, t) for t in targets or ()]
+    # A model compiled before (same code, attributes, shapes): the stages up
+    # to materialize from the stage cache, without torch.export
+    # (pre_export_cache.py). Not for plain callables, BlockMask arguments or
+    # an exported_check, which needs the exported program.
+    usable = model is original and isinstance(model, torch.nn.Module) and exported_check is None
+    pre = PreExport(model, example_args, dynamic_shapes, func_name, weights_as_arguments) if usable else None
+    hit = pre.load(model) if pre is not None else None
+    if hit is not None:
+        ep, out_spec, arg_specs, constants = None, hit["out_spec"], hit["arg_specs"], hit["constants"]
+        torch_ir, linalg_ir, flex_ir, targets, mutations = hit["imported"]
+        state, checks = hit["state"], hit["checks"]
+    else:
+        ep = export_model(model, example_args, dynamic_shapes)
+        if exported_check is not None:
+            exported_check(ep)
+        out_spec = ep.call_spec.out_spec
+        arg_specs, constants = _user_input_specs(ep, example_args)
+        (torch_ir, linalg_ir, flex_ir, targets, mutations), imported_key = _import_stages(
+            ep, func_name, weights_as_arguments)
+        state = [_state_tensor(ep, t) for t in targets or ()]
+        checks = _export_checks(ep, [n for n, _ in arg_specs] if arg_specs else None, len(state))
+        if pre is not None:
+            pre.store(ep, model, imported_key=imported_key, out_spec=out_spec, arg_specs=arg_specs,
+                      constants=constants, targets=targets, checks=checks)
     names = [n for n, _ in arg_specs] if arg_specs else None
-    checks = _export_checks(ep, names, len(state))
     if names is not None:
         names = list(targets or ()) + names
     fn = jit(flex_ir, func_name, backend, arg_names=names, shape_checks=checks, opt_level=opt_level,
@@ -398,9 +420,9 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
 
 
 def _import_stages(ep, func_name, weights_as_arguments):
-    """(Torch IR, linalg IR, flex IR, state targets, Mutations) of the
-    exported program `ep`: import, frontend and materialize, or their
-    results from the stage cache (stage_cache.py)."""
+    """((Torch IR, linalg IR, flex IR, state targets, Mutations), stage
+    cache key or None) of the exported program `ep`: import, frontend and
+    materialize, or their results from the stage cache (stage_cache.py)."""
     from . import stage_cache
     from .mutations import Mutations
 
@@ -409,7 +431,7 @@ def _import_stages(ep, func_name, weights_as_arguments):
     hit = stage_cache.load(key) if key else None
     if hit is not None:
         log.info("stage import..materialize: from the stage cache")
-        return hit
+        return hit, key
     targets = [] if weights_as_arguments else None
     imported = []
     torch_module = import_model(ep, func_name, state_targets=targets, imported=imported)
@@ -421,7 +443,7 @@ def _import_stages(ep, func_name, weights_as_arguments):
     result = (torch_ir, linalg_ir, flex_ir, targets, mutations)
     if key:
         stage_cache.store(key, result)
-    return result
+    return result, key
 
 
 def compile_mlir(text: str, backend: str = DEFAULT_BACKEND, func_name: str = "main",

@@ -1,6 +1,6 @@
 """The stage cache (backend/stage_cache.py): a second compile of the same
-exported program skips import, frontend, materialize and the lowering
-pipeline, and gives eager's results; what the module keeps as literals
+model skips torch.export (pre_export_cache.py), import, frontend,
+materialize and the lowering pipeline, and gives eager's results; what the module keeps as literals
 (a captured bias) is part of the key, weights passed as arguments are not;
 a new shape misses; a broken entry is dropped.
 
@@ -68,18 +68,20 @@ def _stages(d):
 def test_second_compile_skips_the_stages(cache_dir):
     args = _inputs()
     first = _compile_and_check(BiasedAttn(0), args)
-    assert len(_stages(cache_dir)) == 2 and cache.stats["stage_hits"] == 0  # imported, lowered
+    # exported, imported, lowered
+    assert len(_stages(cache_dir)) == 3 and cache.stats["stage_hits"] == 0
     second = _compile_and_check(BiasedAttn(0), args)
-    assert cache.stats["stage_hits"] == 2 and cache.stats["hits"] == 1  # and LLVM's object code
+    assert cache.stats["stage_hits"] == 3 and cache.stats["hits"] == 1  # and LLVM's object code
     assert second.flex_ir == first.flex_ir and second.lowered_ir == first.lowered_ir
     assert "flex.attention" in second.flex_ir
+    assert first.exported_program is not None and second.exported_program is None  # not exported
 
 
 def test_other_weights_reuse_the_code(cache_dir):
     args = _inputs()
     _compile_and_check(BiasedAttn(0), args)
     _compile_and_check(BiasedAttn(1), args)  # another projection weight: an argument
-    assert cache.stats["stage_hits"] == 2
+    assert cache.stats["stage_hits"] == 3
 
 
 def test_a_captured_literal_is_part_of_the_key(cache_dir):
@@ -105,7 +107,7 @@ def test_unreadable_entry_is_dropped(cache_dir):
         with open(os.path.join(cache_dir, name), "wb") as f:
             f.write(b"not a pickle")
     _compile_and_check(BiasedAttn(0), args)
-    assert cache.stats["stage_hits"] == 0 and len(_stages(cache_dir)) == 2
+    assert cache.stats["stage_hits"] == 0 and len(_stages(cache_dir)) == 3
 
 
 def test_key_depends_on_the_build(monkeypatch):

@@ -54,6 +54,8 @@ def test_targets_from_rows():
         "inductor": dict(ok, ms_per_token=2.0, first_s=4.0),
         "ours": dict(ok, graphs={"eager": 0, "compiled": 3}),
         "ours-api": dict(ok, ms_per_token=0.5),
+    }}, {"config": "qwen2 L=24 f32 B=1 P=128", "bandwidth": 10.0, "results": {
+        "ours-api-cached": dict(ok, first_s=2.5),
     }}]
     found = {name: value for name, _, _, value, _ in evaluate(rows)}
     assert found["decode ms/token, ours-api / inductor (tiny Llama)"] == 0.25
@@ -61,8 +63,9 @@ def test_targets_from_rows():
     assert found["model.generate + torch.compile(backend=ours): graphs run in eager"] == 0.0
     assert found["model.generate + torch.compile(backend=ours): ms/token / inductor's"] == 0.5
     assert found["first token in a new process, empty cache: ours-api / inductor"] == 0.25
+    assert found["first token in a new process, with the disk cache (0.5B shape), s"] == 2.5
     table = format_targets(evaluate(rows))
-    assert table.count("| pass |") == 4 and table.count("| not run |") == 2
+    assert table.count("| pass |") == 5 and table.count("| not run |") == 2
 
 
 def test_rows_accumulate_in_the_results_file(tmp_path):

@@ -1,0 +1,311 @@
+"""A key for compile()'s result computed before torch.export.
+
+stage_cache.py keys the imported stage on the exported program, so a
+cached compile still ran torch.export: 4-5 s of the 5-6 s that a new
+process took to its first token of a 24-layer Qwen2-0.5B-shaped model.
+`module_key` describes what the export of an nn.Module reads instead:
+
+- the code: every method of every class in the module tree (their code
+  objects: bytecode, constants, names), the functions the modules' own
+  Python modules hold as globals (a monkeypatched helper changes the key),
+  the source files of those classes, and the global module hooks; torch's
+  own classes and modules by the torch version alone;
+- the state: every module's attributes (numbers, strings, configs and
+  other plain objects field by field, functions by their code and closure,
+  hooks), its parameters' and buffers' names, shapes, strides, dtypes and
+  aliasing, the values of its buffers and of tensors it holds outside
+  them;
+- the call: each example argument's shape, strides and dtype (an int's
+  value), `dynamic_shapes`, the default dtype, the grad mode, and the
+  `TORCH_MLIR_FLEX_*` environment (which switches parts of the importer);
+- `stage_cache.build_id()`: this package, torch, torch-mlir, transformers.
+
+An attribute of a kind it cannot describe (an object with neither fields
+nor a known type) makes the key None: compile() then exports as before.
+Weights are arguments of the compiled function, so their values are not
+part of the key; those a flex_attention modifier captures become literals
+of the module and are checked by value when the entry is loaded
+(`PreExport.matches`), as are the source files named in the exported
+graph's stack traces (where the traced code lives, beyond the classes).
+`TORCH_MLIR_FLEX_STAGE_CACHE=0` turns this off with the other stage
+entries.
+"""
+
+import enum
+import functools
+import hashlib
+import inspect
+import os
+import re
+import sys
+import types
+
+# Attributes and environment variables that do not change what is compiled.
+_ENV_IGNORED = ("TORCH_MLIR_FLEX_CACHE_DIR", "TORCH_MLIR_FLEX_CACHE_SIZE_MB", "TORCH_MLIR_FLEX_LOG",
+                "TORCH_MLIR_FLEX_DUMP_DIR")
+# Process-dependent values that transformers keeps beside the model (a
+# generation config's hash of itself).
+_ATTRS_IGNORED = ("_original_object_hash",)
+_MAX_PARTS = 400_000  # a description longer than this is not worth keeping
+_PRIMITIVES = (type(None), bool, int, float, complex, str, bytes)
+
+
+class _Undescribable(Exception):
+    pass
+
+
+def _is_torch(modname: str) -> bool:
+    """torch's own classes and modules: the torch version in build_id()
+    stands for their code (which torch itself patches at run time: Dynamo
+    replaces nn.Module.__init__ at its first use)."""
+    return modname == "torch" or modname.startswith("torch.")
+
+
+def _code_digest(code: types.CodeType, h) -> None:
+    h.update(code.co_qualname.encode() + b"\0" + code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_argcount,
+                   code.co_kwonlyargcount, code.co_flags)).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _code_digest(c, h)
+        else:
+            h.update(_stable_repr(c).encode())
+
+
+def _stable_repr(c) -> str:
+    """repr of a constant, sets in sorted order (their order follows the
+    per-process string hash)."""
+    if isinstance(c, (set, frozenset)):
+        return f"{type(c).__name__}({sorted(map(_stable_repr, c))})"
+    if isinstance(c, tuple):
+        return "(" + ",".join(map(_stable_repr, c)) + ")"
+    return repr(c)
+
+
+@functools.lru_cache(maxsize=4096)
+def _code_hash(code: types.CodeType) -> str:
+    h = hashlib.sha256()
+    _code_digest(code, h)
+    return h.hexdigest()[:24]
+
+
+def file_hash(path: str):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:24]
+    except OSError:
+        return None
+
+
+def tensor_hash(t) -> str:
+    import torch
+
+    t = t.detach().contiguous().cpu()
+    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    if t.numel():
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:24]
+
+
+class _Describer:
+    def __init__(self, modules):
+        self.parts = []
+        self.files = set()
+        self.classes = {}
+        self.objects = {}  # id -> index of an object described once
+        self.paths = {id(m): name for name, m in modules}  # module tree: by path
+
+    def add(self, s: str):
+        self.parts.append(s)
+        if len(self.parts) > _MAX_PARTS:
+            raise _Undescribable("the model's description is too long")
+
+    def cls(self, c: type):
+        """A class: its methods' code, once per class and compile."""
+        if c in self.classes:
+            return self.classes[c]
+        h = hashlib.sha256(f"{c.__module__}.{c.__qualname__}".encode())
+        self.classes[c] = None  # recursion guard
+        for base in c.__mro__:
+            if base is object or _is_torch(base.__module__):
+                continue
+            try:
+                src = inspect.getsourcefile(base)
+            except (TypeError, OSError):  # a builtin or generated class
+                src = None
+            if src:
+                self.files.add(src)
+            for name, v in sorted(vars(base).items()):
+                h.update(f"\0{base.__qualname__}.{name}=".encode())
+                h.update(self.callable_id(v, strict=False).encode())
+                if isinstance(v, types.FunctionType):
+                    self.files.add(v.__code__.co_filename)
+        self.classes[c] = h.hexdigest()[:24]
+        return self.classes[c]
+
+    def callable_id(self, v, strict=True) -> str:
+        """Code identity of a function-like value (strict: else raise)."""
+        if isinstance(v, (staticmethod, classmethod)):
+            v = v.__func__
+        if isinstance(v, property):
+            return "property(" + ",".join(self.callable_id(f, strict) for f in (v.fget, v.fset)) + ")"
+        if isinstance(v, functools.partial):
+            return f"partial({self.callable_id(v.func, strict)})"
+        if isinstance(v, types.MethodType):
+            return f"method({self.callable_id(v.__func__, strict)})"
+        if isinstance(v, types.FunctionType):
+            return f"fn {v.__module__}.{v.__qualname__} {_code_hash(v.__code__)}"
+        if isinstance(v, _PRIMITIVES):
+            return repr(v)
+        if isinstance(v, (types.BuiltinFunctionType, types.WrapperDescriptorType,
+                          types.MethodDescriptorType, types.MethodWrapperType, type)):
+            return f"{type(v).__name__} {getattr(v, '__module__', '')}.{getattr(v, '__qualname__', '')}"
+        if strict:
+            raise _Undescribable(f"a {type(v).__name__}")
+        return type(v).__qualname__
+
+    def module_globals(self, modname: str):
+        """The functions and classes a Python module holds (a replaced
+        helper changes the key), and its source file."""
+        mod = sys.modules.get(modname)
+        if mod is None or _is_torch(modname):
+            return
+        src = getattr(mod, "__file__", None)
+        if src:
+            self.files.add(src)
+        for name, v in sorted(vars(mod).items(), key=lambda kv: kv[0]):
+            if isinstance(v, (types.FunctionType, functools.partial)):
+                self.add(f"g {modname}.{name}={self.callable_id(v, strict=False)}")
+
+    def value(self, v, depth=0):
+        import torch
+
+        if depth > 12:
+            raise _Undescribable("attributes nested too deeply")
+        if isinstance(v, _PRIMITIVES):
+            self.add(f"{type(v).__name__}:{v!r}")
+        elif isinstance(v, enum.Enum):
+            self.add(f"enum {type(v).__qualname__}.{v.name}")
+        elif isinstance(v, (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size)):
+            self.add(repr(v))
+        elif isinstance(v, torch.nn.Module):
+            if id(v) not in self.paths:
+                raise _Undescribable(f"a {type(v).__name__} outside the module tree")
+            self.add(f"module@{self.paths[id(v)]}")
+        elif isinstance(v, torch.Tensor):
+            self.add(f"tensor {tuple(v.shape)} {v.stride()} {v.dtype} {tensor_hash(v)}")
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            items = sorted(v, key=_stable_repr) if isinstance(v, (set, frozenset)) else v
+            self.add(f"{type(v).__name__}[{len(items)}")
+            for x in items:
+                self.value(x, depth + 1)
+            self.add("]")
+        elif isinstance(v, dict):
+            self.add(f"{type(v).__name__}{{{len(v)}")
+            for k, x in v.items():
+                self.value(k, depth + 1)
+                self.value(x, depth + 1)
+            self.add("}")
+        elif isinstance(v, types.FunctionType):
+            self.add(self.callable_id(v))
+            self.files.add(v.__code__.co_filename)
+            for part in (v.__defaults__, v.__kwdefaults__):
+                self.value(part, depth + 1)
+            for cell in v.__closure__ or ():
+                try:
+                    self.value(cell.cell_contents, depth + 1)
+                except ValueError:  # an empty cell
+                    self.add("cell")
+        elif isinstance(v, types.MethodType):
+            self.add("bound")
+            self.value(v.__func__, depth + 1)
+            self.value(v.__self__, depth + 1)
+        elif isinstance(v, (functools.partial, types.BuiltinFunctionType, type)):
+            self.add(self.callable_id(v))
+            if isinstance(v, functools.partial):
+                self.value((v.func, v.args, v.keywords), depth + 1)
+        elif hasattr(v, "__dict__"):
+            if id(v) in self.objects:  # described before (a shared config), or a cycle
+                self.add(f"ref {self.objects[id(v)]}")
+                return
+            self.objects[id(v)] = len(self.objects)
+            self.add(f"obj {self.cls(type(v))}")
+            self.value({k: x for k, x in sorted(vars(v).items()) if k not in _ATTRS_IGNORED}, depth + 1)
+        else:
+            raise _Undescribable(f"a {type(v).__qualname__}")
+
+
+def module_key(model, example_args, dynamic_shapes, *extra):
+    """(key, class source files) of compiling `model` on `example_args`, or
+    (None, reason) when part of it cannot be described."""
+    import torch
+
+    modules = list(model.named_modules(remove_duplicate=False))
+    d = _Describer(modules)
+    try:
+        for name, m in modules:
+            d.add(f"M {name} {d.cls(type(m))}")
+            for attr, v in sorted(vars(m).items()):
+                if attr in ("_parameters", "_buffers", "_modules"):
+                    continue
+                d.add(f".{attr}")
+                d.value(v)
+        for modname in sorted({type(m).__module__ for _, m in modules}):
+            d.module_globals(modname)
+        first = {}
+        for kind, named in (("p", model.named_parameters(remove_duplicate=False)),
+                            ("b", model.named_buffers(remove_duplicate=False))):
+            for name, t in named:
+                where = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
+                alias = first.setdefault(where, name)
+                d.add(f"{kind} {name} {tuple(t.shape)} {t.stride()} {t.dtype} {t.requires_grad} "
+                      f"{t.device} ={alias}")
+                if kind == "b":
+                    d.add(tensor_hash(t))
+        for i, a in enumerate(example_args):
+            if isinstance(a, torch.Tensor):
+                d.add(f"arg{i} {tuple(a.shape)} {a.stride()} {a.dtype} {a.device} {a.requires_grad}")
+            elif isinstance(a, (int, float, bool)):
+                d.add(f"arg{i} {type(a).__name__} {a!r}")
+            else:
+                raise _Undescribable(f"example argument {i}, a {type(a).__name__}")
+        d.add(f"dynamic {_dims(dynamic_shapes)}")
+        from torch.nn.modules import module as nn_module
+
+        for hooks in ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks"):
+            d.value(dict(getattr(nn_module, hooks, {})))
+    except _Undescribable as e:
+        return None, f"the model holds {e}"
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith("TORCH_MLIR_FLEX_") and k not in _ENV_IGNORED)
+    h = hashlib.sha256("\n".join(d.parts).encode())
+    h.update(repr((env, torch.get_default_dtype(), torch.is_grad_enabled(), extra)).encode())
+    for path in sorted(d.files):
+        h.update(f"\0{path}:{file_hash(path)}".encode())
+    return h.hexdigest(), None
+
+
+def _dims(spec) -> str:
+    """dynamic_shapes with each Dim by name and range."""
+    if spec is None or isinstance(spec, (int, str)):
+        return repr(spec)
+    if isinstance(spec, dict):
+        return "{" + ",".join(f"{k!r}:{_dims(v)}" for k, v in spec.items()) + "}"
+    if isinstance(spec, (list, tuple)):
+        return "(" + ",".join(_dims(v) for v in spec) + ")"
+    return f"{type(spec).__name__}({spec!r},{getattr(spec, '__name__', '')},{getattr(spec, 'min', '')}," \
+           f"{getattr(spec, 'max', '')})"
+
+
+_FILE_RE = re.compile(r'File "([^"]+)"')
+
+
+def traced_files(ep) -> dict:
+    """{source file: hash} of the files named in the exported graph's stack
+    traces: the code that produced its operations."""
+    files = set()
+    for node in ep.graph.nodes:
+        trace = node.meta.get("stack_trace")
+        if trace:
+            files.update(_FILE_RE.findall(trace))
+    return {f: file_hash(f) for f in sorted(files) if os.path.isfile(f)}

@@ -1,0 +1,84 @@
+"""The stage cache's `exported` entry: what compile() takes from an
+ExportedProgram, stored under a key made before torch.export
+(module_key.py), so that a compile from the cache skips the export.
+
+The entry holds the key of the `imported` entry (stage_cache.py: the IR of
+import, frontend and materialize), the names and dtypes of the user
+arguments, the int arguments export made constants, the output pytree, the
+state targets (the model's parameters and buffers passed as arguments, by
+name), the shape checks, and what is checked when loading: the hashes of
+the source files the exported graph's stack traces name and of the model
+tensors the module holds as literals (those a modifier captures).
+"""
+
+from ..log import get_logger
+from . import stage_cache
+from .module_key import file_hash, module_key, tensor_hash, traced_files
+
+log = get_logger("cache")
+
+
+def _model_tensors(model) -> dict:
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    tensors.update(model.named_buffers(remove_duplicate=False))
+    return tensors
+
+
+class PreExport:
+    """compile()'s entry for one model and call, or inactive (`key` None)."""
+
+    def __init__(self, model, example_args, dynamic_shapes, *extra):
+        self.key = None
+        if not stage_cache.enabled():
+            return
+        key, why = module_key(model, example_args, dynamic_shapes, *extra)
+        if key is None:
+            log.info("stage cache: compiling through torch.export: %s", why)
+            return
+        self.key = stage_cache.key("exported", key)
+
+    def load(self, model):
+        """The stored fields with `state` (the model's tensors for the
+        targets) and `imported` (the imported stage), or None."""
+        if self.key is None:
+            return None
+        entry = stage_cache.load(self.key)
+        if entry is None:
+            return None
+        changed = [f for f, h in entry["files"].items() if file_hash(f) != h]
+        tensors = _model_tensors(model)
+        changed += [n for n, h in entry["literals"].items()
+                    if n not in tensors or tensor_hash(tensors[n]) != h]
+        missing = [t for t in entry["targets"] or () if t not in tensors]
+        imported = stage_cache.load(entry["imported_key"]) if not changed and not missing else None
+        if imported is None:
+            log.info("stage cache: exported entry not used (changed: %s, missing: %s)", changed, missing)
+            return None
+        out_spec = None
+        if entry["out_spec"] is not None:
+            import torch.utils._pytree as pytree
+
+            out_spec = pytree.treespec_loads(entry["out_spec"])
+        log.info("stage export..materialize: from the stage cache")
+        stage_cache.cache.stats["export_skipped"] += 1
+        return dict(entry, out_spec=out_spec, imported=imported,
+                    state=[tensors[t] for t in entry["targets"] or ()])
+
+    def store(self, ep, model, *, imported_key, out_spec, arg_specs, constants, targets, checks):
+        if self.key is None or imported_key is None:
+            return
+        import torch.utils._pytree as pytree
+
+        tensors = _model_tensors(model)
+        if any(t not in tensors for t in targets or ()):
+            return  # a state target that is not a model attribute by that name
+        kept = set(targets or ())
+        named = list(ep.state_dict.items()) + list(ep.constants.items())
+        literals = {n: tensor_hash(t) for n, t in named if n not in kept and n in tensors}
+        try:
+            spec = pytree.treespec_dumps(out_spec) if out_spec is not None else None
+        except Exception:  # an output type pytree cannot serialize
+            return
+        stage_cache.store(self.key, dict(
+            imported_key=imported_key, out_spec=spec, arg_specs=arg_specs, constants=constants,
+            targets=targets, checks=checks, files=traced_files(ep), literals=literals))

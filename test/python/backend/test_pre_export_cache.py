@@ -1,0 +1,199 @@
+"""compile() from the stage cache without torch.export
+(backend/pre_export_cache.py, module_key.py): a model compiled before, in
+this or a new process, is not exported again; whatever the export would
+read differently is a miss and gives eager's results: a changed attribute,
+a method or module-level helper replaced, a captured parameter changed in
+place, an edited source file; a model holding an attribute of unknown kind
+is exported as before.
+
+    PYTHONPATH=python pytest -q test/python/backend/test_pre_export_cache.py
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import warnings
+
+import torch_mlir_flex  # noqa: F401  (before torch_mlir)
+import pytest
+import torch
+from torch.nn.attention.flex_attention import flex_attention
+
+from torch_mlir_flex.backend import cache, stage_cache
+from torch_mlir_flex.backend.module_key import module_key
+
+warnings.filterwarnings("ignore")
+
+
+def shift(m, n):
+    """A module-level helper the score_mod calls (a global of this module)."""
+    return 0.1 * (m - n)
+
+
+class Attn(torch.nn.Module):
+    def __init__(self, scale=1.0):
+        super().__init__()
+        self.scale = scale
+        self.proj = torch.nn.Linear(16, 16)
+        self.head_bias = torch.nn.Parameter(torch.tensor([0.5, -0.5]))  # captured: a literal
+
+    def forward(self, q, k, v):
+        scale, bias = self.scale, self.head_bias
+
+        def score_mod(s, b, h, m, n):
+            return s * scale + shift(m, n) + bias[h]
+
+        return flex_attention(self.proj(q), k, v, score_mod=score_mod)
+
+
+def _inputs(seq=32):
+    g = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(1, 2, seq, 16, generator=g) for _ in range(3))
+
+
+def _check(model, args=None):
+    args = args or _inputs()
+    fn = torch_mlir_flex.compile(model, args)
+    with torch.no_grad():
+        torch.testing.assert_close(fn(*args), model(*args), rtol=1e-4, atol=1e-4)
+    return fn
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
+    monkeypatch.delenv(stage_cache.ENABLE_ENV, raising=False)
+    cache.stats.clear()
+    return tmp_path
+
+
+def _model(seed=0, **kw):
+    torch.manual_seed(seed)
+    return Attn(**kw)
+
+
+def test_second_compile_is_not_exported(cache_dir):
+    _check(_model())
+    assert cache.stats["export_skipped"] == 0
+    fn = _check(_model(1))  # other projection weights: runtime arguments
+    assert cache.stats["export_skipped"] == 1 and fn.exported_program is None
+
+
+def test_a_changed_attribute_is_a_miss(cache_dir):
+    _check(_model())
+    _check(_model(scale=0.5))  # a wrong hit would fail the check against eager
+    assert cache.stats["export_skipped"] == 0
+
+
+def test_a_replaced_method_is_a_miss(cache_dir, monkeypatch):
+    _check(_model())
+    original = Attn.forward
+    monkeypatch.setattr(Attn, "forward", lambda self, q, k, v: original(self, q, k, v) * 2)
+    _check(_model())
+    assert cache.stats["export_skipped"] == 0
+
+
+def test_a_replaced_helper_is_a_miss(cache_dir, monkeypatch):
+    _check(_model())
+    monkeypatch.setattr(sys.modules[__name__], "shift", lambda m, n: 0.3 * (n - m))
+    _check(_model())
+    assert cache.stats["export_skipped"] == 0
+
+
+def test_a_captured_parameter_changed_in_place_is_a_miss(cache_dir):
+    model = _model()
+    _check(model)
+    with torch.no_grad():
+        model.head_bias.mul_(3)  # a literal of the compiled module
+    _check(model)
+    assert cache.stats["export_skipped"] == 0
+
+
+def test_an_edited_source_file_is_a_miss(cache_dir, tmp_path):
+    path = tmp_path / "edited_model.py"
+    src = textwrap.dedent("""
+        import torch
+        from torch.nn.attention.flex_attention import flex_attention
+
+        class M(torch.nn.Module):
+            def forward(self, q, k, v):
+                return flex_attention(q, k, v, score_mod=lambda s, b, h, m, n: s + 0.1 * (m - n))
+    """)
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("edited_model", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    args = _inputs()
+    key = module_key(mod.M(), args, None)[0]
+    _check(mod.M(), args)
+    path.write_text(src + "\n# edited\n")
+    assert module_key(mod.M(), args, None)[0] != key
+
+
+def test_key_sees_the_call():
+    from torch.export import Dim
+
+    model, args = _model(), _inputs()
+
+    def key(a=args, dyn=None):
+        return module_key(model, a, dyn)[0]
+
+    base = key()
+    assert key(_inputs(48)) != base
+    assert len({key(dyn={"q": {2: d}}) for d in (Dim("S", max=64), Dim("S", max=128), Dim.AUTO,
+                                                 Dim.DYNAMIC)} | {base}) == 5
+    with torch.no_grad():
+        assert key() != base
+    model.eval()
+    assert key() != base
+
+
+def test_unknown_attribute_is_exported(cache_dir):
+    model = _model()
+    model.lock = threading.Lock()  # no fields, not a known kind
+    assert module_key(model, _inputs(), None) == (None, "the model holds a lock")
+    _check(model)
+    _check(model)
+    assert cache.stats["export_skipped"] == 0 and cache.stats["stage_hits"] == 2  # imported, lowered
+
+
+def test_disabled_with_the_stage_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv(stage_cache.ENABLE_ENV, "0")
+    _check(_model())
+    _check(_model())
+    assert cache.stats["export_skipped"] == 0
+
+
+GENERATE = textwrap.dedent("""
+    import json, warnings
+    warnings.filterwarnings("ignore")
+    import torch_mlir_flex, torch, transformers
+    import torch_mlir_flex.hf as flex_hf
+    from torch_mlir_flex.backend import cache
+
+    torch.manual_seed(0)
+    conf = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+                                    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
+    model = transformers.AutoModelForCausalLM.from_config(conf, attn_implementation="flex_attention").eval()
+    ids = torch.randint(3, 256, (1, 12), generator=torch.Generator().manual_seed(1))
+    gen = flex_hf.generator(model, max_cache_len=32)
+    out = gen.generate(ids, max_new_tokens=4)
+    print(json.dumps(dict(tokens=out.tolist(), skipped=cache.stats["export_skipped"])))
+""")
+
+
+def test_new_process_generates_without_export(cache_dir):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    runs = []
+    for _ in range(2):
+        p = subprocess.run([sys.executable, "-c", GENERATE], env=env, capture_output=True, text=True,
+                           timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs.append(eval(p.stdout.strip().splitlines()[-1]))
+    assert runs[0]["skipped"] == 0
+    assert runs[1]["skipped"] == 2  # prefill and decode
+    assert runs[1]["tokens"] == runs[0]["tokens"]

@@ -10,6 +10,7 @@ is exported as before.
 """
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,6 @@ import threading
 import warnings
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
-import pytest
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
@@ -60,15 +60,6 @@ def _check(model, args=None):
     with torch.no_grad():
         torch.testing.assert_close(fn(*args), model(*args), rtol=1e-4, atol=1e-4)
     return fn
-
-
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path))
-    monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
-    monkeypatch.delenv(stage_cache.ENABLE_ENV, raising=False)
-    cache.stats.clear()
-    return tmp_path
 
 
 def _model(seed=0, **kw):
@@ -193,7 +184,7 @@ def test_new_process_generates_without_export(cache_dir):
         p = subprocess.run([sys.executable, "-c", GENERATE], env=env, capture_output=True, text=True,
                            timeout=600)
         assert p.returncode == 0, p.stderr[-2000:]
-        runs.append(eval(p.stdout.strip().splitlines()[-1]))
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
     assert runs[0]["skipped"] == 0
     assert runs[1]["skipped"] == 2  # prefill and decode
     assert runs[1]["tokens"] == runs[0]["tokens"]

@@ -53,14 +53,6 @@ def _compile_and_check(model, args):
     return fn
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path))
-    monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
-    cache.stats.clear()
-    return tmp_path
-
-
 def _stages(d):
     return sorted(p for p in os.listdir(d) if p.endswith(stage_cache.SUFFIX))
 

@@ -25,7 +25,7 @@ nor a known type) makes the key None: compile() then exports as before.
 Weights are arguments of the compiled function, so their values are not
 part of the key; those a flex_attention modifier captures become literals
 of the module and are checked by value when the entry is loaded
-(`PreExport.matches`), as are the source files named in the exported
+(`PreExport.load`, pre_export_cache.py), as are the source files named in the exported
 graph's stack traces (where the traced code lives, beyond the classes).
 `TORCH_MLIR_FLEX_STAGE_CACHE=0` turns this off with the other stage
 entries.
@@ -98,6 +98,8 @@ def file_hash(path: str):
 
 
 def tensor_hash(t) -> str:
+    """A hash of a tensor's dtype, shape and values (also the stage cache's
+    literals: stage_cache.program_fingerprint)."""
     import torch
 
     t = t.detach().contiguous().cpu()
@@ -165,8 +167,8 @@ class _Describer:
         return type(v).__qualname__
 
     def module_globals(self, modname: str):
-        """The functions and classes a Python module holds (a replaced
-        helper changes the key), and its source file."""
+        """The functions a Python module holds (a replaced helper changes
+        the key), and its source file."""
         mod = sys.modules.get(modname)
         if mod is None or _is_torch(modname):
             return
@@ -236,8 +238,8 @@ class _Describer:
 
 
 def module_key(model, example_args, dynamic_shapes, *extra):
-    """(key, class source files) of compiling `model` on `example_args`, or
-    (None, reason) when part of it cannot be described."""
+    """(key, None) of compiling `model` on `example_args`, or (None, reason)
+    when part of it cannot be described."""
     import torch
 
     modules = list(model.named_modules(remove_duplicate=False))

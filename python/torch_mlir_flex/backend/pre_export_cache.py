@@ -12,7 +12,7 @@ tensors the module holds as literals (those a modifier captures).
 """
 
 from ..log import get_logger
-from . import stage_cache
+from . import cache, stage_cache
 from .module_key import file_hash, module_key, tensor_hash, traced_files
 
 log = get_logger("cache")
@@ -60,7 +60,7 @@ class PreExport:
 
             out_spec = pytree.treespec_loads(entry["out_spec"])
         log.info("stage export..materialize: from the stage cache")
-        stage_cache.cache.stats["export_skipped"] += 1
+        cache.stats["export_skipped"] += 1
         return dict(entry, out_spec=out_spec, imported=imported,
                     state=[tensors[t] for t in entry["targets"] or ()])
 

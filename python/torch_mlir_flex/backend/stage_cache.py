@@ -131,6 +131,7 @@ def program_fingerprint(ep):
     import torch
 
     from ..importer.state_arguments import modifier_captures
+    from .module_key import tensor_hash
 
     h = hashlib.sha256()
     try:
@@ -151,10 +152,7 @@ def program_fingerprint(ep):
         if target is not None and target in ep.state_dict:
             literal.append((target, ep.state_dict[target]))
     for name, value in literal:
-        h.update(f"\0{name}\0".encode())
         if not isinstance(value, torch.Tensor) or value.is_meta or value.layout != torch.strided:
             return None
-        t = value.detach().contiguous().cpu()
-        h.update(f"{t.dtype}{tuple(t.shape)}".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        h.update(f"\0{name}\0{tensor_hash(value)}".encode())
     return h.hexdigest()

@@ -13,9 +13,9 @@
  * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
  * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
  * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
- * run on it and only those it declines reach the BLAS. Products of one row
- * by a matrix with contiguous rows run on FlexGemv.c (f32; bf16 with
- * AVX512-BF16).
+ * run on it and only those it declines reach the BLAS. Products of up to
+ * FLEX_GEMV_MAX_ROWS rows by a matrix with contiguous rows run on
+ * FlexGemv.c (f32; bf16 with AVX512-BF16).
  *
  *===----------------------------------------------------------------------===*/
 #include "FlexBf16.h"
@@ -226,25 +226,26 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
                     int64_t sbk, int64_t sbn, int64_t pc, int64_t oc,
                     int64_t scb, int64_t scm, int64_t scn, int64_t flags) {
   size_t es = bf16 ? 2 : 4, esc = (flags & OUTPUT_BF16) ? 2 : 4;
-  /* One row times a weight with contiguous rows (a token through a linear
-   * layer) runs on FlexGemv.c: f32 on every CPU, bf16 where the CPU has
-   * AVX512-BF16. oneDNN (bf16) or the BLAS runs the others, and a batch
-   * entry the kernel declines (so that no entry is computed, or
-   * accumulated into C, twice). */
-  int one_row = M == 1 && sbk == 1 && (bf16 || !(flags & OUTPUT_BF16));
+  /* A few rows times a weight with contiguous rows (a token, or one per
+   * sequence of a decode batch, through a linear layer) run on FlexGemv.c:
+   * f32 on every CPU, bf16 where the CPU has AVX512-BF16. oneDNN (bf16) or
+   * the BLAS runs the others, and a batch entry the kernel declines (so
+   * that no entry is computed, or accumulated into C, twice). */
+  int few_rows = M <= FLEX_GEMV_MAX_ROWS && sbk == 1 &&
+                 (bf16 || !(flags & OUTPUT_BF16));
   /* Batch entry i's operands: a + i * sa, b + i * sb, c + i * sc (bytes). */
   const char *a = (const char *)pa + (size_t)oa * es;
   const char *b = (const char *)pb + (size_t)ob * es;
   char *c = (char *)pc + (size_t)oc * esc;
   size_t sa = (size_t)sab * es, sb = (size_t)sbb * es, sc = (size_t)scb * esc;
   int64_t done = 0;
-  for (; one_row && done < batch; ++done, a += sa, b += sb, c += sc) {
-    int ran = bf16 ? flex_gemv_bf16(N, K, (const uint16_t *)a, sak,
-                                    (const uint16_t *)b, sbn, c, scn,
+  for (; few_rows && done < batch; ++done, a += sa, b += sb, c += sc) {
+    int ran = bf16 ? flex_gemv_bf16(M, N, K, (const uint16_t *)a, sam, sak,
+                                    (const uint16_t *)b, sbn, c, scm, scn,
                                     (flags & OUTPUT_BF16) != 0,
                                     flags & ACCUMULATE)
-                   : flex_gemv_f32(N, K, (const float *)a, sak,
-                                   (const float *)b, sbn, (float *)c, scn,
+                   : flex_gemv_f32(M, N, K, (const float *)a, sam, sak,
+                                   (const float *)b, sbn, (float *)c, scm, scn,
                                    flags & ACCUMULATE);
     if (!ran)
       break;

@@ -20,7 +20,11 @@ except ImportError:  # loaded as a plain module (test/robustness/fuzz.py)
 # result, marked flex.in_place, is dropped right after (copied into the
 # argument first if bufferization could not update it in place), before
 # deallocation sees it.
+# tensor.concat as inserts into one tensor.empty first (flex-decompose-concat):
+# eliminate-empty-tensors then writes a concatenation that is a result (a
+# KV cache grown by torch.cat) straight into the caller's buffer.
 BUFFERIZE = (
+    "func.func(flex-decompose-concat),"
     "eliminate-empty-tensors,"
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"

@@ -67,15 +67,21 @@ def _assert_matches(got, expected):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
 
 
-def _check(model, args, gemm=None, **kw):
-    """Compiles `model` for `args`, compares one call with eager; `gemm`: the
-    runtime function the lowered module must call (None: no check)."""
+def _compile_checked(model, args, gemm=None, **kw):
+    """Compiles `model` for `args`; `gemm`: the runtime function the lowered
+    module must call (None: no check)."""
     compiled = torch_mlir_flex.compile(model, args, **kw)
+    if gemm is not None:
+        assert gemm in compiled.lowered_ir, f"{gemm} not called: the product did not go to the BLAS"
+    return compiled
+
+
+def _check(model, args, gemm=None, **kw):
+    """`_compile_checked`, and one call compared with eager."""
+    compiled = _compile_checked(model, args, gemm, **kw)
     with torch.no_grad():
         expected = model(*args)
     _assert_matches(compiled(*args), expected)
-    if gemm is not None:
-        assert gemm in compiled.lowered_ir, f"{gemm} not called: the product did not go to the BLAS"
     return compiled
 
 
@@ -189,37 +195,59 @@ def test_linear_unit_dims(m, k, n):
     _check(Lin(k, n), (_rand(m, k),), gemm="flex_gemm_f32")
 
 
-ONE_ROW = {
-    # name: (fn, shape of a, shape of b): one row times a matrix with
+FEW_ROWS = {
+    # name: (fn, shape of a, shape of b): up to 4 rows times a matrix with
     # contiguous rows, the FlexGemv.c path (K not a multiple of its 16
-    # lanes: the 16-lane steps and the masked tail; 897: 64-element steps).
+    # lanes: the 16-lane steps and the masked tail; 897: 64-element steps
+    # for one row, 32 for several).
     "linear": (lambda x, w: x @ w.t(), (1, 37), (29, 37)),
     "batched": (lambda a, b: a @ b.transpose(-1, -2), (3, 1, 37), (3, 29, 37)),
     "strided_row": (lambda x, w: x[:, ::2] @ w.t(), (1, 74), (29, 37)),
-    # above 2^20 weight elements: split between threads
+    # above 2^16 weight elements: split between threads
     "threads": (lambda x, w: x @ w.t(), (1, 897), (1203, 897)),
+    # several rows (a decode batch): each weight row read once for all
+    "two_rows": (lambda x, w: x @ w.t(), (2, 37), (29, 37)),
+    "three_rows_batched": (lambda a, b: a @ b.transpose(-1, -2), (2, 3, 70), (2, 29, 70)),
+    "four_rows_strided": (lambda x, w: x[:, ::2] @ w.t(), (4, 74), (29, 37)),
+    "four_rows_threads": (lambda x, w: x @ w.t(), (4, 897), (1203, 897)),
+    # a column of x that is not contiguous along k (x^T's rows)
+    "four_rows_transposed": (lambda x, w: x.t() @ w.t(), (37, 4), (29, 37)),
 }
 
 
-@pytest.mark.parametrize("name", list(ONE_ROW))
-def test_one_row_products_on_the_gemv_kernel(name):
+@pytest.mark.parametrize("name", list(FEW_ROWS))
+def test_few_row_products_on_the_gemv_kernel(name):
     from torch_mlir_flex.backend import blas
 
-    fn, sa, sb = ONE_ROW[name]
+    fn, sa, sb = FEW_ROWS[name]
     before = blas.gemv_products()
-    _check(Fn(fn), (_rand(*sa, seed=1), _rand(*sb, seed=2)), gemm="flex_gemm_f32")
+    _check_f32_product(fn, sa, sb)
     assert blas.gemv_products() > before
 
 
-@pytest.mark.parametrize("name", ["linear", "batched", "strided_row", "threads", "long_k"])
-def test_one_row_bf16_products(name):
-    """bf16 one-row products run on FlexGemv.c's VDPBF16PS kernel where the
+def _check_f32_product(fn, sa, sb):
+    """Compiles `fn` for random operands of shapes `sa`, `sb` (a product on
+    flex_gemm_f32) and compares one call with the exact product: within
+    the f32 summation bound K * eps * sum_k |a_k b_k| (the kernel sums in
+    another order than torch's BLAS, which the bound covers for both)."""
+    a, b = _rand(*sa, seed=1), _rand(*sb, seed=2)
+    compiled = _compile_checked(Fn(fn), (a, b), gemm="flex_gemm_f32")
+    got, exact = compiled(a, b).double(), fn(a.double(), b.double())
+    bound = sb[-1] * 2.0 ** -24 * fn(a.double().abs(), b.double().abs())
+    assert ((got - exact).abs() <= bound).all(), ((got - exact).abs() / bound).max()
+
+
+@pytest.mark.parametrize("name", ["linear", "batched", "strided_row", "threads", "long_k",
+                                  "two_rows", "three_rows_batched", "four_rows_threads", "four_rows_long_k"])
+def test_few_row_bf16_products(name):
+    """bf16 products of up to 4 rows run on FlexGemv.c's VDPBF16PS kernel where the
     CPU has AVX512-BF16 (else on oneDNN / the BLAS: the counter stays). The
     result is the f32 sum of the bf16 products rounded once: within half a
     bf16 ulp of the exact sum, plus the f32 sum's own error."""
     from torch_mlir_flex.backend import blas, cpu_features
 
-    fn, sa, sb = {**ONE_ROW, "long_k": (lambda x, w: x @ w.t(), (1, 300), (7, 300))}[name]
+    fn, sa, sb = {**FEW_ROWS, "long_k": (lambda x, w: x @ w.t(), (1, 300), (7, 300)),
+                  "four_rows_long_k": (lambda x, w: x @ w.t(), (4, 300), (7, 300))}[name]
     a, b = _rand(*sa, dtype=torch.bfloat16, seed=1), _rand(*sb, dtype=torch.bfloat16, seed=2)
     before = blas.gemv_products()
     compiled = _check(Fn(fn), (a, b), gemm="flex_gemm_bf16")
@@ -232,20 +260,30 @@ def test_one_row_bf16_products(name):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_one_row_products_follow_torchs_thread_count(threads):
+def test_few_row_products_follow_torchs_thread_count(threads):
     """The kernel's threads are libgomp's (torch's) workers, as many as
     torch.set_num_threads asks; the split result is the same."""
     from torch_mlir_flex.backend import blas
 
-    fn, sa, sb = ONE_ROW["threads"]
+    fn, sa, sb = FEW_ROWS["four_rows_threads"]
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         before = blas.gemv_products()
-        _check(Fn(fn), (_rand(*sa, seed=1), _rand(*sb, seed=2)), gemm="flex_gemm_f32")
+        _check_f32_product(fn, sa, sb)
         assert blas.gemv_products() > before
     finally:
         torch.set_num_threads(old)
+
+
+def test_five_rows_go_to_the_blas():
+    # More rows than the kernel takes: the BLAS computes them.
+    from torch_mlir_flex.backend import blas
+
+    before = blas.gemv_products()
+    _check(Fn(lambda x, w: x @ w.t()), (_rand(5, 37, seed=1), _rand(29, 37, seed=2)),
+           gemm="flex_gemm_f32")
+    assert blas.gemv_products() == before
 
 
 def test_one_row_linear_with_bias_on_the_gemv_kernel():

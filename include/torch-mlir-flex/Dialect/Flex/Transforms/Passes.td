@@ -1019,6 +1019,37 @@ def FlexUnshareInits : Pass<"flex-unshare-inits", "func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FlexDecomposeConcat : Pass<"flex-decompose-concat", "func::FuncOp"> {
+  let summary = "Write each tensor.concat as insert_slice ops into one "
+                "tensor.empty";
+  let description = [{
+    One-shot bufferization gives a `tensor.concat` a buffer of its own and
+    copies its operands in; when the concatenation is a result of the
+    entry function (a KV cache grown by `torch.cat` every decode step) it
+    is then copied once more into the caller's out-param. This pass, run
+    right before eliminate-empty-tensors, rewrites each concat as a
+    `tensor.empty` of its result's shape and one `tensor.insert_slice` per
+    operand (offsets along the concatenated dimension from the operands'
+    sizes). eliminate-empty-tensors can then replace that empty with the
+    destination the result is materialized in (the out-param itself), and
+    the empties of the ops that produce the operands with their slices of
+    it: the concatenation is written once, in place.
+
+    ```mlir
+    %c = tensor.concat dim(0) %a, %b
+        : (tensor<?x4xf32>, tensor<1x4xf32>) -> tensor<?x4xf32>
+    // becomes
+    %n = ... (size of %a along dim 0, plus 1)
+    %e = tensor.empty(%n) : tensor<?x4xf32>
+    %0 = tensor.insert_slice %a into %e[0, 0] [%d, 4] [1, 1]
+    %c = tensor.insert_slice %b into %0[%d, 0] [1, 4] [1, 1]
+    ```
+  }];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FlexWidenReductions : Pass<"flex-widen-reductions", "func::FuncOp"> {
   let summary = "Accumulate bf16/f16 sum reductions in f32";
   let description = [{

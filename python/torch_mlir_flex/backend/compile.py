@@ -267,6 +267,9 @@ class CompiledModule:
         self.exported_program = exported_program
         self._arg_specs = arg_specs  # [(name, torch.dtype)]
         self._out_spec = out_spec
+        # An out_spec that is a plain tuple or list of results: no pytree
+        # call per call.
+        self._leaves, self._out_type = _plain_sequence(out_spec)
         self._arg_layout = arg_layout  # BlockMask arguments (block_mask_args.py)
         self._mutations = mutations if mutations else None  # mutations.py
         # {position: value}: int arguments export made constants; calls must repeat them
@@ -297,6 +300,13 @@ class CompiledModule:
             raise
         except FlexBackendError as e:
             raise FlexCompileError("call", str(e)) from e
+        if self._mutations is None and self._leaves is not None:
+            # a tuple or list of the results themselves (a Dynamo graph's)
+            if not isinstance(res, tuple):
+                res = (res,)
+            if len(res) == self._leaves:
+                return res if self._out_type is tuple else self._out_type(res)
+            return res[0] if len(res) == 1 else res
         flat = list(res) if isinstance(res, tuple) else [res]
         if self._mutations is not None:
             flat = self._mutations.apply(flat, args, self.state)
@@ -316,6 +326,17 @@ class CompiledModule:
 
     def __repr__(self):
         return f"<CompiledModule @{self.func_name} backend={self.backend!r} inputs={self.num_inputs}>"
+
+
+def _plain_sequence(spec):
+    """(number of leaves, tuple or list) when `spec` is a tuple or list of
+    leaves, else (None, None)."""
+    if spec is None or getattr(spec, "type", None) not in (tuple, list):
+        return None, None
+    children = getattr(spec, "children_specs", None)
+    if children is None or not all(c.is_leaf() for c in children):
+        return None, None
+    return len(children), spec.type
 
 
 def compile(model, example_args, backend: str = DEFAULT_BACKEND, dynamic_shapes=None,

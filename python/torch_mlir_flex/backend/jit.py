@@ -12,11 +12,13 @@ an optional int64[4] status argument reports checks failed at run time.
 """
 
 import ctypes
+import math
 import os
 
 from .. import _load_order
 from ..mlir import ir, passmanager
 from . import memref_abi, out_heap
+from .fast_inputs import FastInputs
 from .calling import (UNSHARE_BEFORE, entry_signature, find_func, scalars_to_tensors, status_messages,
                       to_destination_passing, unshare_inits)
 from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
@@ -164,24 +166,29 @@ class JitFunction:
             raise FlexBackendError(f"JIT compilation of @{self.func_name} failed")
         dyn = ir.ShapedType.get_dynamic_size()
         memrefs = self.arg_types + self._out_types()
-        # Every shape static: the descriptors are built once, a call passes
-        # its data pointers (PackedCall.call_pointers).
-        fixed = all(dyn not in t.shape for t in memrefs)
-        self._fixed_outs = None
-        static_words = None
-        if fixed:
-            static_words = [memref_abi.static_descriptor_words(list(t.shape)) for t in memrefs]
-        self._cfunc = memref_abi.PackedCall(
-            addr, [t.rank for t in memrefs], self.has_status, static_words)
-        self._set_spin_seconds(module)
         elt = lambda t: str(t.element_type)  # noqa: E731
         self._in_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self.arg_types]
         self._out_dtypes = [memref_abi.torch_dtype(elt(t)) for t in self._out_types()]
         for t, d in zip(self.arg_types + self._out_types(), self._in_dtypes + self._out_dtypes):
             if d is None:
                 raise FlexBackendError(f"unsupported tensor element type {t.element_type}")
-        if fixed:
+        # Descriptors of static shapes are built once (a call writes their
+        # data pointers); scalars are passed by value (memref_abi.py).
+        static_words = [memref_abi.static_descriptor_words(list(t.shape)) if dyn not in t.shape else None
+                        for t in memrefs]
+        scalar_kinds = {i: _SCALAR_KINDS.get(str(self._in_dtypes[i]), "int") for i in self._scalars}
+        self._cfunc = memref_abi.PackedCall(
+            addr, [t.rank for t in memrefs], self.has_status, static_words, scalar_kinds)
+        self._set_spin_seconds(module)
+        self._fixed_outs = None
+        if all(dyn not in t.shape for t in self._out_types()):
             self._fixed_outs = [(tuple(t.shape), d) for t, d in zip(self._out_types(), self._out_dtypes)]
+            # Small results (all but a large model's logits) straight from torch.
+            self._small_outs = all(math.prod(s) * d.itemsize < out_heap.MIN_BYTES for s, d in self._fixed_outs)
+        self._static_dims = [[None if d == dyn else d for d in t.shape] for t in self.arg_types]
+        import torch
+
+        self._empty = torch.empty
         self._static = [[(j, d) for j, d in enumerate(t.shape) if d != dyn] for t in self.arg_types]
         self._static_shape = [tuple(t.shape) if len(st) == t.rank else None
                               for t, st in zip(self.arg_types, self._static)]
@@ -194,6 +201,12 @@ class JitFunction:
         if shape_checks is not None and shape_checks.num_inputs in (None, len(self.arg_types)):
             checks = shape_checks.merged_with(checks)
         self._check_shapes = checks.compile()
+        # The arguments whose shapes (or values) the shape code reads.
+        used = set(self._check_shapes.uses if self._check_shapes is not None else ())
+        if self._fixed_outs is None:
+            used |= self._out_shapes.uses if not self._in_place else shapes.out_shapes.uses
+        self._shape_args = sorted(used)
+        self._fast = None
 
     def _set_spin_seconds(self, module):
         """Stores the workers' spin time into the module's guards of small
@@ -290,28 +303,44 @@ class JitFunction:
         return len(shape) == self.arg_types[i].rank and all(shape[j] == d for j, d in self._static[i])
 
     def __call__(self, *args):
-        ins = self._inputs(args)
-        if self._check_shapes is not None or self._fixed_outs is None:
-            # scalar arguments enter the shape code as their values
-            shapes = [t.item() if i in self._scalars else t.shape for i, t in enumerate(ins)]
-        if self._check_shapes is not None:
-            self._check_shapes(shapes)
+        items = self._fast.items(args) if self._fast is not None else None
+        if items is None:
+            items = self._checked_items(args)
+        shapes = [None] * len(items)
+        if self._shape_args:
+            # the shape code reads scalar arguments as their values
+            for i in self._shape_args:
+                x = items[i]
+                shapes[i] = x if i in self._scalars else x.shape
+            if self._check_shapes is not None:
+                self._check_shapes(shapes)
         if self._fixed_outs is not None:
-            outs = [out_heap.empty(s, d) for s, d in self._fixed_outs]
-            status = self._cfunc.call_pointers([t.data_ptr() for t in ins + outs])
+            outs = [self._empty(s, dtype=d) if self._small_outs else out_heap.empty(s, d)
+                    for s, d in self._fixed_outs]
         else:
             outs = [out_heap.empty(s, d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
-            words = []
-            for t in ins + outs:
-                words += memref_abi.descriptor_words(t)
-            status = self._cfunc(words)
+        status = self._cfunc(items + outs)
         if status is not None and status[0]:
             raise self._runtime_error(status)
         if self._in_place:
             it = iter(outs)
-            outs = [ins[self._in_place[i]] if i in self._in_place else next(it)
+            outs = [items[self._in_place[i]] if i in self._in_place else next(it)
                     for i in range(len(self.result_types))]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _checked_items(self, args):
+        """The call's items (bound tensors, then the arguments) through the
+        Python checks of `_inputs`; arguments that passed as they are make
+        later calls like this one take FastInputs."""
+        import torch
+
+        ins = self._inputs(args)
+        nb = len(self._bound)
+        if self._fast is None and all(x is a for x, a in zip(ins[nb:], args) if isinstance(a, torch.Tensor)):
+            self._fast = FastInputs.build(self._bound, args, self._scalars, self._static_dims)
+        if not self._scalars:
+            return ins
+        return [t.item() if i in self._scalars else t for i, t in enumerate(ins)]
 
     @property
     def in_place(self):
@@ -333,6 +362,11 @@ class JitFunction:
         except (IndexError, KeyError, ValueError):
             msg = f"{template} {status[1:4]}"
         return (FlexIndexError if template.startswith("index") else FlexRuntimeError)(msg)
+
+
+# Scalar arguments passed by value (memref_abi.PackedCall), by dtype; "int"
+# for the others.
+_SCALAR_KINDS = {"torch.float64": "f64", "torch.float32": "f32"}
 
 
 def _float16_utils_library():

@@ -15,6 +15,7 @@ symbol are equal, symbol ranges). Each failure raises
 FlexCompileError('call', ...) naming the argument, the dim and both sizes.
 """
 
+import re
 from ..mlir import ir, passmanager
 from .calling import find_func, function_type
 from .errors import FlexBackendError, FlexCompileError
@@ -47,6 +48,11 @@ def _remsi(a, b):
 
 
 _NAMESPACE = {"_divsi": _divsi, "_remsi": _remsi, "FlexCompileError": FlexCompileError}
+
+
+def uses_of(src: str):
+    """The arguments (`s[i]`) that generated shape code reads."""
+    return frozenset(int(i) for i in re.findall(r"\bs\[(\d+)\]", src))
 
 
 class _Unresolved(Exception):
@@ -211,6 +217,7 @@ class DimChecks:
         src = "def check(s):\n" + "\n".join(self._lines) + "\n"
         ns = dict(_NAMESPACE)
         exec(compile(src, "<flex shape checks>", "exec"), ns)
+        ns["check"].uses = uses_of(src)
         return ns["check"]
 
 
@@ -309,7 +316,10 @@ class ShapeProgram:
                 dims.append(code)
             parts.append("(" + "".join(d + ", " for d in dims) + ")")
         ns = dict(_NAMESPACE)
-        return eval(compile("lambda s: (" + "".join(p + ", " for p in parts) + ")", "<flex out shapes>", "eval"), ns)
+        src = "lambda s: (" + "".join(p + ", " for p in parts) + ")"
+        fn = eval(compile(src, "<flex out shapes>", "eval"), ns)
+        fn.uses = uses_of(src)
+        return fn
 
     def _flex_rules(self, n, codes, attrs, arg_labels):
         """The runtime half of flex.attention's verifier (FlexOps.cpp)."""

@@ -34,28 +34,27 @@ def _expr(size):
     return expr
 
 
-def _evaluate(expr, values):
-    """`expr` (sympy: integers, symbols, +, *, floor division) with the
-    symbols' values (ints or torch SymInts while exporting)."""
+def _code(expr, name) -> str:
+    """Python source of `expr` (sympy: integers, symbols, +, *, floor
+    division), a symbol written as `name(symbol)`."""
     import sympy
 
     if isinstance(expr, sympy.Integer):
-        return int(expr)
+        return str(int(expr))
     if isinstance(expr, sympy.Symbol):
-        return values[expr]
-    if isinstance(expr, sympy.Add):
-        out = 0
-        for a in expr.args:
-            out = out + _evaluate(a, values)
-        return out
-    if isinstance(expr, sympy.Mul):
-        out = 1
-        for a in expr.args:
-            out = out * _evaluate(a, values)
-        return out
+        return name(expr)
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        op = " + " if isinstance(expr, sympy.Add) else " * "
+        return "(" + op.join(_code(a, name) for a in expr.args) + ")"
     if type(expr).__name__ == "FloorDiv":
-        return _evaluate(expr.args[0], values) // _evaluate(expr.args[1], values)
+        return f"({_code(expr.args[0], name)} // {_code(expr.args[1], name)})"
     raise UnsupportedInputs(f"a SymInt input is {expr}, which the backend cannot compute from the inputs")
+
+
+def _evaluate(expr, values):
+    """`expr` with the symbols' values (ints or torch SymInts while exporting)."""
+    order = {sym: i for i, sym in enumerate(values)}
+    return eval(_code(expr, lambda sym: f"v[{order[sym]}]"), {"v": list(values.values())})
 
 
 def _symbol_values(symbols, args):
@@ -77,6 +76,7 @@ class GraphInputs:
         if len(placeholders) != len(example_inputs):
             raise UnsupportedInputs(f"the graph has {len(placeholders)} inputs but Dynamo gave "
                                     f"{len(example_inputs)} examples")
+        self._select = None
         self.arguments: List[int] = []
         self.examples: List = []  # tensors, and ints for the dynamic ints
         self.fake_shapes: List = []  # per argument: its shape, or None for an int
@@ -144,7 +144,13 @@ class GraphInputs:
 
     def select(self, args):
         """A call's arguments from Dynamo's inputs."""
-        return [args[i] for i in self.arguments]
+        if self._select is None:
+            import operator
+
+            get = operator.itemgetter(*self.arguments) if self.arguments else (lambda a: ())
+            one = len(self.arguments) == 1
+            self._select = (lambda a: (get(a),)) if one else get
+        return self._select(args)
 
 
 def _module_base():
@@ -210,6 +216,7 @@ class GraphOutputs:
                     first[v] = i
                 self.items.append(("tensor", None))
         self.inputs = inputs
+        self._merge = None
 
     @property
     def all_tensors(self) -> bool:
@@ -231,21 +238,32 @@ class GraphOutputs:
 
     def merge(self, tensors, args):
         """Dynamo's outputs from the compiled function's tensors and the call's arguments."""
-        values = _symbol_values(self.inputs.symbols, args)
-        it = iter(tensors)
-        res = []
+        if self._merge is None:
+            self._merge = self._merge_function()
+        return self._merge(tensors if isinstance(tensors, (tuple, list)) else (tensors,), args)
+
+    def _merge_function(self):
+        """`merge` as one generated expression: `t` the tensors, `a` the
+        arguments (a size is read off its tensor where it is used)."""
+
+        def name(sym):
+            k, d = self.inputs.symbols[sym]
+            return f"a[{k}]" if d is None else f"a[{k}].shape[{d}]"
+
+        parts, n = [], 0
         for kind, v in self.items:
             if kind == "tensor":
-                res.append(next(it))
+                parts.append(f"t[{n}]")
+                n += 1
             elif kind == "int":
-                res.append(v if isinstance(v, int) else _evaluate(v, values))
+                parts.append(str(v) if isinstance(v, int) else _code(v, name))
             elif kind == "input":
-                res.append(args[v])
+                parts.append(f"a[{v}]")
             elif kind == "same":
-                res.append(res[v])
+                parts.append(parts[v])
             else:
-                res.append(None)
-        return tuple(res)
+                parts.append("None")
+        return eval("lambda t, a: (" + "".join(p + ", " for p in parts) + ")")
 
 
 def _node_value(node):

@@ -79,3 +79,18 @@ def test_rows_accumulate_in_the_results_file(tmp_path):
     assert data == {"rows": [{"config": "a", "v": 1}, {"config": "b", "v": 2}, {"config": "z", "v": 2}],
                     "gemm": [1]}
     assert json.load(open(path)) == data
+
+
+def test_faster_process_keeps_the_cold_first_generate():
+    """With two processes per implementation the row keeps the faster
+    one's warm times and the first one's cold first generate; an error
+    in either process keeps the first result."""
+    first = dict(first_s=9.0, ttft_ms=3.0, ms_per_token=2.0, copy_gbs=30.0, bandwidth_pct=5.0, tokens=[[1]])
+    later = dict(first_s=1.0, ttft_ms=2.5, ms_per_token=1.5, copy_gbs=31.0, bandwidth_pct=6.0, tokens=[[1]])
+    got = serve.faster(first, later)
+    assert got["first_s"] == 9.0 and got["ms_per_token"] == 1.5 and got["ttft_ms"] == 2.5
+    assert got["rounds_ms"] == [2.0, 1.5]
+    slower = serve.faster(first, dict(later, ms_per_token=2.5))
+    assert slower["ms_per_token"] == 2.0 and slower["rounds_ms"] == [2.0, 2.5]
+    assert serve.faster(first, {"error": "boom"}) is first
+    assert serve.faster({"error": "x"}, later) == {"error": "x"}

@@ -413,7 +413,7 @@ int flex_gemv_f32(int64_t M, int64_t N, int64_t K, const float *x,
     rows = by_rows[M - 1];
 #endif
   Slice proto = {0, 0, K, ldw, M, xm, rows_x, w, y, sym, syn, accumulate, 0, rows};
-  split_and_run(&proto, N, K * M, 4);
+  split_and_run(&proto, N, K, 4);
   free(copy);
   return 1;
 }
@@ -435,7 +435,7 @@ int flex_gemv_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *x,
       rows_bf16_dot, rows_bf16_dot_2, rows_bf16_dot_3, rows_bf16_dot_4};
   Slice proto = {0, 0, K, ldw, M, xm, rows_x, w, y, sym, syn, accumulate, out_bf16,
                  by_rows[M - 1]};
-  split_and_run(&proto, N, K * M, 1);
+  split_and_run(&proto, N, K, 1);
   free(copy);
   return 1;
 #else

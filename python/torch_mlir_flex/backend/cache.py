@@ -31,6 +31,12 @@ Environment:
   TORCH_MLIR_FLEX_CODEGEN_CHILD  "auto" (default: modules of CHILD_MIN_BYTES
                                  or more), "1" every miss, "0" never
 Without a C compiler nothing is stored and every compilation uses the JIT.
+
+Who may have written the directory and its entries, and whether an entry
+is whole, is checked before an entry is loaded (cache_trust.py): a
+damaged entry is removed and compiled again, a directory or entry another
+user could have written is not used (docs/runtime.md, "The compile cache's
+trust rules").
 """
 
 import collections
@@ -44,6 +50,7 @@ import sys
 import tempfile
 
 from ..log import get_logger
+from . import cache_trust
 from .cpu_features import host_cpu_signature
 from ..mlir import execution_engine
 
@@ -115,28 +122,49 @@ def engine_for(module, opt_level: int = 2, shared_libs=(), entry=None, text=None
     shared_libs = list(shared_libs)
     if not enabled():
         return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
+    root = cache_dir()
+    if not cache_trust.usable_root(root, create=True):  # warned: the JIT, nothing stored
+        return execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
     text = str(module) if text is None else text
     key = cache_key(text, opt_level, shared_libs)
-    path = os.path.join(cache_dir(), key + ".so")
-    if os.path.exists(path):
-        try:
-            engine = SharedObjectEngine(path, shared_libs)
-            os.utime(path)  # recently used
-            stats["hits"] += 1
-            log.info("compile cache hit: %s", path)
-            return engine
-        except OSError as e:
-            stats["errors"] += 1
-            log.warning("compile cache: dropping unloadable entry %s: %s", path, e)
-            _remove(path)
+    path = os.path.join(root, key + ".so")
+    engine, store = _load(path, shared_libs)
+    if engine is not None:
+        return engine
     stats["misses"] += 1
-    if entry is not None and _in_child(len(text)):
+    if store and entry is not None and _in_child(len(text)):
         engine = _codegen_in_child(text, path, opt_level, shared_libs, entry)
         if engine is not None:
             return engine
     engine = execution_engine.ExecutionEngine(module, opt_level=opt_level, shared_libs=shared_libs)
-    _store(engine, path, shared_libs, entry)
+    if store:
+        _store(engine, path, shared_libs, entry)
     return engine
+
+
+def _load(path: str, shared_libs):
+    """(the entry `path` loaded, or None; whether a miss may store there).
+    The entry is verified first (cache_trust.verify_file): one that is
+    damaged is removed, one another user could have written is left alone
+    and not replaced."""
+    try:
+        if not cache_trust.verify_file(path):
+            return None, True
+    except (cache_trust.Corrupt, cache_trust.Foreign) as e:
+        stats["errors"] += 1
+        cache_trust.reject(path, e)
+        return None, isinstance(e, cache_trust.Corrupt)
+    try:
+        engine = SharedObjectEngine(path, shared_libs)
+    except OSError as e:
+        stats["errors"] += 1
+        log.warning("compile cache: dropping unloadable entry %s: %s", path, e)
+        cache_trust.remove_entry(path)
+        return None, True
+    cache_trust.touch(path)  # recently used
+    stats["hits"] += 1
+    log.info("compile cache hit: %s", path)
+    return engine, True
 
 
 def _in_child(text_bytes: int) -> bool:
@@ -219,11 +247,10 @@ def _store(engine, path: str, shared_libs, entry=None) -> None:
 
 def _store_entry(cc, path: str, shared_libs, write_object, how: str = "") -> None:
     """Makes the cache entry `path`: `write_object(obj, tmp)` writes an
-    object file `obj` in a temporary directory `tmp` beside the entry, which
-    is linked into a shared library that replaces `path` atomically.
-    Raises OSError."""
+    object file `obj` in a temporary directory `tmp` beside the entry (0700),
+    which is linked into a shared library that replaces `path` atomically
+    (0600), and its record is written (cache_trust.publish). Raises OSError."""
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=directory) as tmp:
         obj, lib = os.path.join(tmp, "entry.o"), os.path.join(tmp, "entry.so")
         write_object(obj, tmp)
@@ -234,7 +261,7 @@ def _store_entry(cc, path: str, shared_libs, write_object, how: str = "") -> Non
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise OSError(f"{' '.join(cmd)}: {done.stderr.strip()}")
-        os.replace(lib, path)
+        cache_trust.publish(lib, path)
     stats["stored"] += 1
     log.info("compile cache: stored %s%s", path, how)
 
@@ -247,26 +274,23 @@ def _limit_bytes() -> int:
 
 
 def prune(directory: str, limit: int) -> None:
-    """Removes least recently used entries until the total is <= limit."""
-    entries = []
-    for name in os.listdir(directory):
+    """Removes least recently used entries (with their records) until the
+    total is <= limit, and records whose entry is gone."""
+    entries, names = [], set(os.listdir(directory))
+    for name in names:
+        p = os.path.join(directory, name)
         if name.endswith((".so", ".stage")):  # stage_cache.py's entries too
-            p = os.path.join(directory, name)
             try:
                 st = os.stat(p)
             except OSError:
                 continue
             entries.append((st.st_mtime, st.st_size, p))
+        elif name.endswith(cache_trust.RECORD_SUFFIX) and name[:-len(cache_trust.RECORD_SUFFIX)] not in names:
+            if not os.path.exists(p[:-len(cache_trust.RECORD_SUFFIX)]):
+                cache_trust.remove(p)
     total = sum(size for _, size, _ in entries)
     for _, size, p in sorted(entries):
         if total <= limit:
             break
-        _remove(p)
+        cache_trust.remove_entry(p)
         total -= size
-
-
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass

@@ -20,7 +20,8 @@ reads an older entry. Entries are pickles beside cache.py's, in the same
 directory, under the same switch and size bound;
 `TORCH_MLIR_FLEX_STAGE_CACHE=0` turns off only these (e.g. to compile again
 with a patched importer in the same process: the build id sees files, not
-monkeypatches).
+monkeypatches). Each entry is verified before it is unpickled and made
+private, as cache.py's are (cache_trust.py).
 """
 
 import functools
@@ -30,7 +31,7 @@ import pickle
 import tempfile
 
 from ..log import get_logger
-from . import cache
+from . import cache, cache_trust
 
 FORMAT = "flex-stage-1"
 SUFFIX = ".stage"
@@ -86,34 +87,40 @@ def _path(k: str) -> str:
 
 def load(k: str):
     """The entry stored under `k`, or None."""
-    if not enabled():
+    if not enabled() or not cache_trust.usable_root(cache.cache_dir(), create=False):
         return None
     path = _path(k)
     try:
-        with open(path, "rb") as f:
-            value = pickle.load(f)
-        os.utime(path)
-    except FileNotFoundError:
+        data = cache_trust.read_verified(path)
+    except (cache_trust.Corrupt, cache_trust.Foreign) as e:
+        cache_trust.reject(path, e, "stage cache")
         return None
-    except Exception as e:  # a truncated or foreign file: drop it
+    if data is None:
+        return None
+    try:
+        value = pickle.loads(data)
+    except Exception as e:  # stored by a compiler whose classes have changed
         log.warning("stage cache: dropping unreadable entry %s: %s", path, e)
-        cache._remove(path)
+        cache_trust.remove_entry(path)
         return None
+    cache_trust.touch(path)
     cache.stats["stage_hits"] += 1
     return value
 
 
 def store(k: str, value) -> None:
-    if not enabled():
-        return
     directory = cache.cache_dir()
-    tmp = None
+    if not enabled() or not cache_trust.usable_root(directory, create=True):
+        return
+    path, tmp = _path(k), None
+    if cache_trust.foreign(path):  # warned when loading: not replaced
+        return
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")  # 0600
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, _path(k))
+            f.write(data)
+        cache_trust.publish(tmp, path, data)
         tmp = None
         cache.stats["stage_stored"] += 1
         cache.prune(directory, cache._limit_bytes())
@@ -121,7 +128,7 @@ def store(k: str, value) -> None:
         log.warning("stage cache: could not store %s: %s", k, e)
     finally:
         if tmp is not None:  # not renamed into place: not left behind
-            cache._remove(tmp)
+            cache_trust.remove(tmp)
 
 
 def program_fingerprint(ep):

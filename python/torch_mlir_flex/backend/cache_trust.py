@@ -88,6 +88,11 @@ def usable_root(path: str, create: bool) -> bool:
     return _refuse(path, why) if why else True
 
 
+def refused(path: str) -> bool:
+    """Whether the cache root `path` was found unusable in this process."""
+    return path in _bad_roots
+
+
 def _refuse(path: str, why: str) -> bool:
     _bad_roots[path] = why
     log.warning("compile cache: not using the cache directory %s: %s; compiling without the cache for "

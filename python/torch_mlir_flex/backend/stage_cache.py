@@ -70,7 +70,9 @@ def build_id() -> str:
 
 
 def enabled() -> bool:
-    return cache.enabled() and cache.switched_on(ENABLE_ENV)
+    """On, and the cache directory not refused (cache_trust.py)."""
+    return (cache.enabled() and cache.switched_on(ENABLE_ENV)
+            and not cache_trust.refused(cache.cache_dir()))
 
 
 def key(kind: str, *parts) -> str:

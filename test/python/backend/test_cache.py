@@ -114,6 +114,8 @@ def test_tiled_openmp_model_from_a_second_process(cache_dir):
 
 
 def test_unloadable_entry_is_replaced(cache_dir):
+    """Found by its record (size and digest, cache_trust.py) before it is
+    mapped; test_cache_trust.py has the other damages."""
     JitFunction(ADD_EXP, pipeline="reference")
     (name,) = entries(cache_dir)
     (cache_dir / name).write_bytes(b"not a shared library")
@@ -178,6 +180,16 @@ def test_prune_removes_least_recently_used(tmp_path):
     assert entries(tmp_path) == ["mid.so", "new.so"]
     cache.prune(str(tmp_path), 0)
     assert entries(tmp_path) == []
+
+
+def test_prune_removes_records_with_their_entries(tmp_path):
+    for name in ["old.so", "new.stage"]:
+        (tmp_path / name).write_bytes(b"x" * 1000)
+        (tmp_path / (name + ".sum")).write_bytes(b"sha256 0 1000\n")
+    os.utime(tmp_path / "old.so", (1000, 1000))
+    (tmp_path / "gone.so.sum").write_bytes(b"sha256 0 1000\n")  # its entry removed
+    cache.prune(str(tmp_path), 1000)
+    assert sorted(os.listdir(tmp_path)) == ["new.stage", "new.stage.sum"]
 
 
 def test_size_bound_applies_on_store(cache_dir, monkeypatch):

@@ -4,13 +4,15 @@ this or a new process, is not exported again; whatever the export would
 read differently is a miss and gives eager's results: a changed attribute,
 a method or module-level helper replaced, a captured parameter changed in
 place, an edited source file; a model holding an attribute of unknown kind
-is exported as before.
+is exported as before; damaged entries and a directory others can write
+are not used.
 
     PYTHONPATH=python pytest -q test/python/backend/test_pre_export_cache.py
 """
 
 import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -22,6 +24,7 @@ import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
+from torch_mlir_flex import log
 from torch_mlir_flex.backend import cache, stage_cache
 from torch_mlir_flex.backend.module_key import module_key
 
@@ -157,6 +160,42 @@ def test_disabled_with_the_stage_cache(cache_dir, monkeypatch):
     _check(_model())
     _check(_model())
     assert cache.stats["export_skipped"] == 0
+
+
+def test_damaged_entries_are_compiled_again(cache_dir):
+    """Every entry (exported, imported, lowered, the shared object) with a
+    byte flipped: each is found by its record (cache_trust.py), removed,
+    and the model is exported and compiled again with eager's results."""
+    _check(_model())
+    damaged = [p for p in cache_dir.iterdir() if p.suffix in (".so", stage_cache.SUFFIX)]
+    assert len(damaged) == 4
+    for p in damaged:
+        data = bytearray(p.read_bytes())
+        data[len(data) // 2] ^= 1
+        p.write_bytes(bytes(data))
+    with log.capture(logging.WARNING) as warned:
+        fn = _check(_model())
+    assert fn.exported_program is not None
+    assert cache.stats["export_skipped"] == 0 and cache.stats["stage_hits"] == 0 and cache.stats["hits"] == 0
+    assert sum("removing a damaged entry" in w for w in warned) == 4, warned
+    _check(_model())  # stored again
+    assert cache.stats["export_skipped"] == 1
+
+
+def test_a_directory_others_can_write_is_not_used(tmp_path, monkeypatch):
+    root = tmp_path / "shared"
+    root.mkdir(mode=0o700)
+    os.chmod(root, 0o777)
+    monkeypatch.setenv(cache.DIR_ENV, str(root))
+    monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
+    monkeypatch.delenv(stage_cache.ENABLE_ENV, raising=False)
+    before = dict(cache.stats)
+    with log.capture(logging.WARNING) as warned:
+        _check(_model())
+        _check(_model())
+    assert os.listdir(root) == []
+    assert all(cache.stats[k] == before.get(k, 0) for k in ("export_skipped", "stage_hits", "hits"))
+    assert sum("not using the cache directory" in w for w in warned) == 1
 
 
 GENERATE = textwrap.dedent("""

@@ -19,7 +19,7 @@ CompositeImplicitAutograd kernel, not in the table, of static output shape
 (``aten.index.Tensor`` with integer indices counts, although it is tagged
 dynamic_output_shape for boolean masks) and not one the re-trace rejects
 inside a modifier (``UNSUPPORTED_IN_MODIFIER``:
-those keep the explained error of ``_run_decompositions``); the program has
+those keep the explained error of ``cleanups.run_decompositions``); the program has
 static shapes, no mutation, no dead node (unused ``getitem`` outputs aside) and
 no HOP but flex_attention.  Anything else, or anything unknown, answers False:
 a program that needs decomposing always takes ``run_decompositions``.

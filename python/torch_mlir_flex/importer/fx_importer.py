@@ -27,22 +27,12 @@ from .block_mask import flex_nodes, strip_block_mask_tensors
 from .hop_layout import layout_of
 from .flex_backward_hop import import_flex_attention_backward
 from .flex_hop import import_flex_attention
-from .closure_captures import inline_scalar_constants, forget_capture_constant_values
+from .cleanups import run_cleanups
 from .custom_ops import custom_op_decompositions
-from .dead_code import erase_dead_code
 from .direct_flex_trace import direct_flex_tracing
-from .decomposition_check import decompositions_change_nothing
-from .factory_calls import expand_new_ones_calls
-from .flat_apply_calls import inline_flat_apply_calls
-from .operator_aliases import retarget_operator_aliases
 from .decompositions import flex_decomposition_table, with_flex_decompositions
-from .errors import FlexImportError
-from .modifier_ops import explain_decomposition_failure
 from .modifiers import ModifierCache
 from .pipeline import lower_to_torch_backend
-from .scalar_captures import scalar_captures_to_tensors
-from .symbolic_ops import retarget_symbolic_ops
-from .index_dtypes import widen_mixed_indices
 from .state_arguments import StateArguments
 from .verify import verify_flex_calls
 
@@ -300,28 +290,8 @@ def export_and_import(
     decomposition_table = {**custom_op_decompositions(prog.graph_module), **decomposition_table}
     if prog is f:
         prog = _graph_copy(prog)  # importing edits the graph: keep the caller's
-    forget_capture_constant_values(prog)
-    inline_scalar_constants(prog)
-    # run_decompositions re-traces the whole program (~0.1-0.2 s): not the
-    # dead BlockMask construction (dead_code.py), and not at all when it
-    # provably returns the same graph (decomposition_check.py) once the
-    # calls it would only rename are renamed (below).
-    erased = strip_block_mask_tensors(prog.graph) + erase_dead_code(prog.graph)
-    if erased:
-        prog.graph_module.recompile()
-    # What the re-trace would only rename or expand: `&` -> bitwise_and,
-    # flat_apply of an op (indexing a captured tensor) -> the op, new_ones
-    # (torch's noop_mask) -> empty_strided + full_like.
-    retarget_operator_aliases(prog.graph_module)
-    inline_flat_apply_calls(prog.graph_module)
-    expand_new_ones_calls(prog.graph_module)
-    if decomposition_table and not decompositions_change_nothing(prog, decomposition_table):
-        prog = _run_decompositions(prog, decomposition_table)
-    if enable_graph_printing:
-        prog.graph_module.print_readable()
-    scalar_captures_to_tensors(prog.graph_module)
-    retarget_symbolic_ops(prog.graph_module)
-    widen_mixed_indices(prog.graph_module)
+    # The FX clean-ups, in order (cleanups.py: each entry says why it runs where it does).
+    prog = run_cleanups(prog, decomposition_table, print_graph=enable_graph_printing)
     fx_importer.imported_program = prog  # after decompositions: mutations are outputs
     if experimental_support_mutation:
         fx_importer.import_program(prog, func_name=func_name,
@@ -350,18 +320,6 @@ def _graph_copy(prog: ExportedProgram) -> ExportedProgram:
         state_dict=prog.state_dict, range_constraints=prog.range_constraints,
         module_call_graph=prog.module_call_graph, example_inputs=prog.example_inputs,
         constants=prog.constants, verifiers=prog.verifiers)
-
-
-def _run_decompositions(prog: ExportedProgram, table) -> ExportedProgram:
-    """prog.run_decompositions(table); an internal failure caused by an op
-    inside a flex modifier becomes a FlexImportError naming the op."""
-    try:
-        return prog.run_decompositions(table)
-    except Exception as e:
-        why = explain_decomposition_failure(prog.graph, e)
-        if why is None:
-            raise
-        raise FlexImportError(why) from e
 
 
 def stateless_fx_import(

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch.export import Dim
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from torch_mlir_flex.importer import export_and_import, fx_importer
+from torch_mlir_flex.importer import cleanups, export_and_import
 from torch_mlir_flex.importer.decomposition_check import decompositions_change_nothing
 from torch_mlir_flex.importer.decompositions import flex_decomposition_table
 
@@ -103,7 +103,7 @@ def _import(kind, mutation, monkeypatch, always_retrace):
     torch.manual_seed(0)  # the same weights on both paths
     model = Flex(kind).eval()
     with monkeypatch.context() as m:
-        m.setattr(fx_importer, "decompositions_change_nothing", check)
+        m.setattr(cleanups, "decompositions_change_nothing", check)
         module = export_and_import(model, *inputs(kind), experimental_support_mutation=mutation)
     assert len(decisions) == 1
     return str(module), decisions[0]

@@ -73,12 +73,15 @@ def usable_root(path: str, create: bool) -> bool:
         try:
             parent = os.path.dirname(os.path.abspath(path))
             os.makedirs(parent, exist_ok=True)
-            os.mkdir(path, DIR_MODE)  # the umask only clears bits: 0700 or less
+            os.mkdir(path, DIR_MODE)
+            os.chmod(path, DIR_MODE)  # whatever the umask cleared
             st = os.stat(path)
         except FileExistsError:
             st = os.stat(path)  # made by another process meanwhile: checked below
         except OSError as e:
-            log.warning("compile cache: cannot create %s: %s; compiling without the cache", path, e)
+            _bad_roots[path] = str(e)
+            log.warning("compile cache: cannot create the cache directory %s: %s; compiling without "
+                        "the cache for the rest of this process", path, e)
             return False
     except OSError as e:
         return _refuse(path, str(e))

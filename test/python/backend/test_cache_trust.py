@@ -248,6 +248,17 @@ def test_created_private_whatever_the_umask(tmp_path, monkeypatch):
         assert stat.S_IMODE(os.stat(root / name).st_mode) == 0o600, name
 
 
+def test_directory_that_cannot_be_made(tmp_path, monkeypatch, warned):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv(cache.DIR_ENV, str(tmp_path / "file" / "cache"))
+    monkeypatch.delenv(cache.ENABLE_ENV, raising=False)
+    for _ in range(2):
+        fn = JitFunction(ADD_EXP, pipeline="reference")
+        assert isinstance(fn.engine, ExecutionEngine)
+        run_add_exp(fn)
+    assert sum(str(tmp_path / "file" / "cache") in w for w in warned) == 1, warned  # once
+
+
 def test_rules_for_root_are_those_for_any_uid():
     st = os.stat_result((stat.S_IFDIR | 0o700, 0, 0, 1, 0, 0, 0, 0, 0, 0))
     assert cache_trust.writable_by_others(st, uid=0) == ""

@@ -2,7 +2,15 @@
 
 Each takes a module of linalg-on-tensors + `flex.attention` ops on tensors to
 the LLVM dialect. `reference` uses the scalar reference (`flex-to-loops`).
+A pipeline is an ordered tuple of named stages (REFERENCE_STAGES,
+TILED_STAGES, both ending in TO_LLVM_STAGES), each with why it runs there
+and, if it is optional, the options it needs; `assemble` joins the stages
+that apply. A new pass is one entry in the stage list, at its place.
 """
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Tuple, Union
 
 try:
     from .cpu_features import (amx_default, bf16_dot_default, host_has_amx_bf16,
@@ -64,58 +72,197 @@ BF16_EXPAND = [] if host_has_avx512_bf16() else [
     "func.func(arith-emulate-unsupported-floats{source-types=bf16 target-type=f32})",
     "arith-expand{include-bf16=true}"]
 
-TO_LLVM = ",".join(
-    [
-        "convert-linalg-to-loops",
-        # Memrefs of i1 (bool tensors) -> i8: finalize-memref-to-llvm asserts
-        # on loads/stores narrower than 8 bits. Before the arith lowering, as
-        # it adds arith.trunci/extui around the loads/stores.
-        "flex-widen-i1-memrefs",
-        # Runtime checks (flex-insert-checks) -> stores into the status
-        # argument; after every loop exists, before scf-to-cf.
-        "flex-lower-checks",
-        "expand-strided-metadata",
-        "lower-affine",
-        # math.erf/erfc/cbrt/asinh/acosh/atanh (exact GELU, torch.erf, ...)
-        # have no LLVM lowering: polynomial approximations / expansions.
-        "flex-expand-math",
-        *BF16_EXPAND,
-        # One private function per top-level loop nest, identical ones
-        # merged: LLVM's O2 time is quadratic in the loops of a function
-        # (a whole model's), and a model's layers repeat the same nests.
-        "flex-outline-loops",
-        "convert-scf-to-cf",
-        "convert-math-to-llvm",
-        "convert-arith-to-llvm",
-        "convert-index-to-llvm",
-        # Heap calls to the runtime library (lib/Runtime/FlexAlloc.c), which
-        # keeps large blocks between calls instead of mapping them anew.
-        "finalize-memref-to-llvm{use-generic-functions=1}",
-        "convert-func-to-llvm",
-        "convert-cf-to-llvm",
-        "reconcile-unrealized-casts",
-    ]
+
+@dataclass(frozen=True)
+class Stage:
+    """One named step of a pipeline: its passes (text, or text built from
+    the options), why it runs there, and when it is left out."""
+
+    name: str
+    passes: Union[str, Callable[["LoweringOptions"], str]]
+    why: str
+    when: Callable[["LoweringOptions"], bool] = lambda o: True
+
+    def text(self, o: "LoweringOptions") -> str:
+        return self.passes(o) if callable(self.passes) else self.passes
+
+
+@dataclass(frozen=True)
+class LoweringOptions:
+    """The options the stages read; `tiled` False is the reference lowering.
+    `tiled_pipeline` documents and resolves the others."""
+
+    tiled: bool = False
+    tile_m: int = 0
+    tile_n: int = 0
+    block_sparsity: bool = True
+    openmp: bool = False
+    vectorize: bool = True
+    num_threads: int = 0
+    bf16_dot: bool = False
+    bf16_dot_backward: bool = False
+    amx: bool = False
+    split_keys_tasks: int = 0
+    serial_below_us: int = 0
+    small_ops_when_awake: bool = False
+    spread_workers: bool = False
+    blas: bool = False
+    parallel_rows: bool = False
+    fuse_elementwise: bool = False
+
+
+def assemble(stages: Tuple[Stage, ...], o: LoweringOptions) -> str:
+    """The textual pipeline of `stages` (those whose `when` holds) in order."""
+    return "builtin.module(" + ",".join(s.text(o) for s in stages if s.when(o)) + ")"
+
+
+def _vector_to_llvm(o: LoweringOptions) -> str:
+    opts = (["enable-x86vector=1"] if o.bf16_dot or o.amx else []) + (
+        ["enable-amx=1"] if o.amx else [])
+    return "convert-vector-to-llvm" + ("{" + " ".join(opts) + "}" if opts else "")
+
+
+# Bufferized loops (memrefs) -> the LLVM dialect; the last stages of every pipeline.
+TO_LLVM_STAGES = (
+    Stage("linalg-to-loops", "convert-linalg-to-loops",
+          "reference only: linalg ops as scf loops (tiled runs it per function earlier)",
+          when=lambda o: not o.tiled),
+    Stage("widen-i1-memrefs", "flex-widen-i1-memrefs",
+          "bool memrefs as i8 (finalize-memref-to-llvm asserts on loads narrower than 8 bits); "
+          "before the arith lowering, as it adds trunci/extui"),
+    Stage("lower-checks", "flex-lower-checks",
+          "runtime checks (flex-insert-checks) as stores into the status argument: after "
+          "every loop exists, before scf-to-cf"),
+    Stage("expand-strided-metadata", "expand-strided-metadata",
+          "subviews' strided metadata as plain index arithmetic, for the memref lowering"),
+    Stage("lower-affine", "lower-affine", "affine ops (left by the above) as arith"),
+    Stage("expand-math",
+          lambda o: "flex-expand-math{approximate-exp=1}" if o.tiled else "flex-expand-math",
+          "math.erf/erfc/cbrt/asinh/acosh/atanh have no LLVM lowering: approximations; tiled: "
+          "exp as a polynomial too, so LLVM vectorizes elementwise exp (SiLU, sigmoid)"),
+    Stage("bf16-expand", ",".join(BF16_EXPAND),
+          "hosts without AVX512-BF16: bf16 math computed in f32, truncations as integer ops "
+          "(BF16_EXPAND)", when=lambda o: bool(BF16_EXPAND)),
+    Stage("outline-loops", "flex-outline-loops",
+          "one private function per top-level loop nest, identical ones merged: LLVM's O2 "
+          "time is quadratic in a function's loops, and a model's layers repeat them"),
+    Stage("scf-to-cf", "convert-scf-to-cf", "scf loops and ifs as cf branches"),
+    Stage("vector-to-llvm", _vector_to_llvm,
+          "tiled: flex-to-flash's vector micro-kernels (x86vector with bf16_dot or amx, "
+          "amx tiles with amx)", when=lambda o: o.tiled),
+    Stage("math-to-llvm", "convert-math-to-llvm",
+          "the math ops left (after flex-expand-math) as LLVM intrinsics"),
+    Stage("arith-to-llvm", "convert-arith-to-llvm", "arith ops as LLVM ops"),
+    Stage("index-to-llvm", "convert-index-to-llvm", "index arithmetic as LLVM integer ops"),
+    Stage("memref-to-llvm", "finalize-memref-to-llvm{use-generic-functions=1}",
+          "heap calls go to the runtime library (lib/Runtime/FlexAlloc.c), which keeps large "
+          "blocks between calls instead of mapping them anew"),
+    Stage("func-to-llvm", "convert-func-to-llvm", "functions, calls and returns as LLVM ones"),
+    Stage("cf-to-llvm", "convert-cf-to-llvm", "cf branches and asserts as LLVM ones"),
+    Stage("openmp-to-llvm", "convert-openmp-to-llvm",
+          "openmp: the parallel regions as __kmpc_* runtime calls", when=lambda o: o.openmp),
+    Stage("reconcile-casts", "reconcile-unrealized-casts",
+          "last: the casts the conversions left between them cancel out"),
 )
 
-PIPELINES = {
-    # Scalar reference: bufferize, flex.attention -> loops, linalg -> loops.
-    "reference": "builtin.module("
-    + ",".join(
-        [
-            # Guard data-dependent reads, record cf.assert (runtime checks).
-            "flex-insert-checks",
-            "func.func(linalg-generalize-named-ops)",
-            BUFFERIZE,
-            "func.func(flex-to-loops)",
-            DEALLOCATE,
-            # memref.copy (e.g. from tensor.insert_slice of a torch.cat)
-            # would call the runtime library's memrefCopy, absent in the JIT.
-            "func.func(flex-copies-to-linalg)",
-            TO_LLVM,
-        ]
-    )
-    + ")",
-}
+# Scalar reference: bufferize, flex.attention -> loops, linalg -> loops.
+REFERENCE_STAGES = (
+    Stage("insert-checks", "flex-insert-checks",
+          "first, on tensors: guard data-dependent reads, record cf.assert (runtime checks)"),
+    Stage("generalize", "func.func(linalg-generalize-named-ops)",
+          "named linalg ops as linalg.generic, the one form the reference lowers"),
+    Stage("bufferize", BUFFERIZE,
+          "tensors -> buffers; results written into the caller's out-params (BUFFERIZE)"),
+    Stage("flex-to-loops", "func.func(flex-to-loops)",
+          "flex.attention on memrefs as the scalar reference loops"),
+    Stage("deallocate", DEALLOCATE,
+          "after flex-to-loops (the deallocation rejects ops with regions on memrefs, and "
+          "flex-to-loops leaves its row buffer to it): frees every temporary (DEALLOCATE)"),
+    Stage("copies-to-linalg", "func.func(flex-copies-to-linalg)",
+          "memref.copy (tensor.insert_slice of a torch.cat) would call the runtime library's "
+          "memrefCopy, absent in the JIT"),
+    *TO_LLVM_STAGES,
+)
+
+
+def _flash(o: LoweringOptions) -> str:
+    return (f"func.func(flex-to-flash{{tile-m={o.tile_m} tile-n={o.tile_n} "
+            f"block-sparsity={int(o.block_sparsity)} vectorize={int(o.vectorize)} "
+            f"split-keys-tasks={o.split_keys_tasks}"
+            f"{f' serial-below-us={o.serial_below_us}' if o.openmp else ''}"
+            f"{' bf16-dot=1' if o.bf16_dot else ''}"
+            f"{' amx=1' if o.amx else ''}}})")
+
+
+def _flash_backward(o: LoweringOptions) -> str:
+    return (f"func.func(flex-backward-to-flash{{tile-m={o.tile_m} tile-n={o.tile_n} "
+            f"block-sparsity={int(o.block_sparsity)} vectorize={int(o.vectorize)}"
+            f"{f' serial-below-us={o.serial_below_us}' if o.openmp else ''}"
+            f"{' bf16-dot=1' if o.bf16_dot and o.bf16_dot_backward else ''}"
+            f"{' amx=1' if o.amx else ''}}})")
+
+
+def _foralls_to_openmp(o: LoweringOptions) -> str:
+    choice = "{runtime-choice=1}" if o.small_ops_when_awake else ""
+    return (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
+            f"convert-scf-to-openmp{{num-threads={o.num_threads}}},"
+            f"{'flex-omp-if-awake,' if o.small_ops_when_awake else ''}"
+            f"{'flex-omp-spread-workers,' if o.spread_workers else ''}"
+            "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)")
+
+
+# Flash-style tiled lowering (`tiled_pipeline`, which documents the options).
+TILED_STAGES = (
+    Stage("insert-checks", "flex-insert-checks",
+          "first, on tensors: guard data-dependent reads, record cf.assert (runtime checks)"),
+    Stage("widen-reductions", "func.func(flex-widen-reductions)",
+          "bf16/f16 sums (norms) accumulate in f32, as eager's do"),
+    Stage("fold-matmul-operands", "func.func(flex-fold-matmul-operands)",
+          "blas: matmuls read the weights and narrow inputs in place (docs/dense-ops.md)",
+          when=lambda o: o.blas),
+    Stage("flex-to-flash", _flash,
+          "flex.attention as scf.forall (B, Hq, M-tiles) + scf.for (N-tiles) of tile ops; "
+          "ops it leaves (dynamic E/Ev) go to flex-to-loops after bufferization"),
+    Stage("flex-backward-to-flash", _flash_backward,
+          "flex.attention_backward as the tiled FA2 backward (Backward/FlexBackwardToFlash.cpp); "
+          "ops it leaves keep flex-to-loops' reference"),
+    Stage("simplify", "canonicalize,cse", "fold and deduplicate what the flash lowering built"),
+    Stage("fuse-elementwise", "func.func(flex-fuse-elementwise),canonicalize,cse",
+          "fuse_elementwise: elementwise chains fused into their consumers (not into "
+          "contractions, nor inside the flash tiles), intermediates never written out",
+          when=lambda o: o.fuse_elementwise),
+    Stage("unshare-inits", "func.func(flex-unshare-inits)",
+          "after the last cse: each product and elementwise op gets its own init, allocated "
+          "where it is used (not once per shape at the top, alive until the last layer)"),
+    Stage("bufferize", BUFFERIZE,
+          "tensors -> buffers; results written into the caller's out-params (BUFFERIZE)"),
+    Stage("amx-contractions", "func.func(flex-amx-contractions)",
+          "amx: the marked contractions (memrefs now) on AMX tiles", when=lambda o: o.amx),
+    Stage("flex-to-loops", "func.func(flex-to-loops)",
+          "flex ops flex-to-flash left, as the scalar reference loops"),
+    Stage("deallocate", DEALLOCATE,
+          "after flex-to-loops (see REFERENCE_STAGES): frees every temporary (DEALLOCATE)"),
+    Stage("matmul-to-blas", "flex-matmul-to-blas",
+          "blas: matmuls as BLAS calls; after deallocation, as the calls take raw pointers",
+          when=lambda o: o.blas),
+    Stage("copies-to-linalg", "func.func(flex-copies-to-linalg)",
+          "memref.copy of strided views would call the runtime library's memrefCopy"),
+    Stage("simplify-buffers", "cse,canonicalize", "clean up after bufferization"),
+    Stage("parallel-rows", "func.func(flex-parallel-rows)",
+          "openmp and parallel_rows: the other large ops (elementwise chains, norms, copies) "
+          "split across the threads along their outermost parallel loop",
+          when=lambda o: o.openmp and o.parallel_rows),
+    Stage("remaining-linalg-to-loops", "func.func(convert-linalg-to-loops),canonicalize,cse",
+          "the remaining linalg ops as loops, before the foralls become OpenMP or loops"),
+    Stage("foralls-to-openmp", _foralls_to_openmp,
+          "openmp: small foralls serialized (SERIAL_BELOW_US), the rest OpenMP parallel loops",
+          when=lambda o: o.openmp),
+    Stage("foralls-to-loops", "func.func(scf-forall-to-for)",
+          "without openmp: the foralls as serial loops", when=lambda o: not o.openmp),
+    *TO_LLVM_STAGES,
+)
+
+PIPELINES = {"reference": assemble(REFERENCE_STAGES, LoweringOptions())}
 
 
 # Flash-style tiled lowering (flex-to-flash, issue 5). flex.attention on
@@ -185,109 +332,36 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
                    serial_below_us: int = SERIAL_BELOW_US,
                    small_ops_when_awake=None, spread_workers=None, blas=None,
                    parallel_rows=None, fuse_elementwise=None) -> str:
+    """TILED_STAGES with the options above (None / -1: the defaults)."""
     if bf16_dot is None:
         bf16_dot = bf16_dot_default()
     elif bf16_dot and not host_has_avx512_bf16():
         # The JIT compiles for this CPU: the instructions would be illegal.
         raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
-    bf16_dot = bool(bf16_dot) and vectorize
     if amx is None:
         amx = amx_default()
     elif amx and not host_has_amx_bf16():
         raise ValueError("amx=True needs a CPU with amx_bf16 (and Linux's AMX permission)")
-    amx = bool(amx) and vectorize
-    import os
-
+    env = os.environ.get
     if split_keys_tasks < 0:
-        split_keys_tasks = int(os.environ.get("FLEX_SPLIT_KEYS_TASKS", "0"))
+        split_keys_tasks = int(env("FLEX_SPLIT_KEYS_TASKS", "0"))
     if small_ops_when_awake is None:
-        small_ops_when_awake = os.environ.get("FLEX_SMALL_OPS_WHEN_AWAKE", "0") == "1"
+        small_ops_when_awake = env("FLEX_SMALL_OPS_WHEN_AWAKE", "0") == "1"
     if spread_workers is None:
         spread_workers = spread_workers_default()
     if blas is None:
-        blas = os.environ.get("FLEX_DENSE_BLAS", "1") != "0"
+        blas = env("FLEX_DENSE_BLAS", "1") != "0"
     if parallel_rows is None:
-        parallel_rows = os.environ.get("FLEX_PARALLEL_ROWS", "1") != "0"
+        parallel_rows = env("FLEX_PARALLEL_ROWS", "1") != "0"
     if fuse_elementwise is None:
-        fuse_elementwise = os.environ.get("FLEX_FUSE_ELEMENTWISE", "1") != "0"
-    flash = (f"func.func(flex-to-flash{{tile-m={tile_m} tile-n={tile_n} "
-             f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)} "
-             f"split-keys-tasks={split_keys_tasks}"
-             f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
-             f"{' bf16-dot=1' if bf16_dot else ''}"
-             f"{' amx=1' if amx else ''}}})")
-    # flex.attention_backward: the flash-style (FA2) tiled backward
-    # (Backward/FlexBackwardToFlash.cpp); ops it leaves (dynamic head dims,
-    # capture gradients of dynamic size or whose per-tile partials would pass
-    # 64 MiB) keep flex-to-loops' scalar reference. `bf16_dot_backward`: its
-    # five contractions on the AVX512-BF16 dot kernel for bf16 inputs.
-    flash += (f",func.func(flex-backward-to-flash{{tile-m={tile_m} tile-n={tile_n} "
-              f"block-sparsity={int(block_sparsity)} vectorize={int(vectorize)}"
-              f"{f' serial-below-us={serial_below_us}' if openmp else ''}"
-              f"{' bf16-dot=1' if bf16_dot and bf16_dot_backward else ''}"
-              f"{' amx=1' if amx else ''}}})")
-    choice = "{runtime-choice=1}" if small_ops_when_awake else ""
-    forall = (f"func.func(flex-serialize-foralls{choice},scf-forall-to-parallel),"
-              f"convert-scf-to-openmp{{num-threads={num_threads}}},"
-              f"{'flex-omp-if-awake,' if small_ops_when_awake else ''}"
-              f"{'flex-omp-spread-workers,' if spread_workers else ''}"
-              "func.func(flex-inline-alloca-scopes,flex-omp-dynamic-schedule)"
-              if openmp else "func.func(scf-forall-to-for)")
-    # The vector micro-kernels of flex-to-flash: 1-D in-bounds transfers
-    # become plain (unaligned) vector loads/stores.
-    # (amx: tiles that do not fit AMX keep the forward's dot kernel.)
-    vector_opts = (["enable-x86vector=1"] if bf16_dot or amx else []) + (
-        ["enable-amx=1"] if amx else [])
-    vector_to_llvm = "convert-vector-to-llvm" + (
-        "{" + " ".join(vector_opts) + "}" if vector_opts else "")
-    # exp as a polynomial: LLVM vectorizes elementwise exp (SiLU, sigmoid)
-    # instead of calling expf per element.
-    to_llvm = TO_LLVM.replace("convert-linalg-to-loops,", "").replace(
-        "convert-math-to-llvm,", vector_to_llvm + ",convert-math-to-llvm,").replace(
-        "flex-expand-math,", "flex-expand-math{approximate-exp=1},")
-    if openmp:
-        to_llvm = to_llvm.replace("convert-cf-to-llvm,",
-                                  "convert-cf-to-llvm,convert-openmp-to-llvm,")
-    return "builtin.module(" + ",".join(
-        [
-            "flex-insert-checks",
-            # bf16/f16 sums (norms) accumulate in f32, as eager's do.
-            "func.func(flex-widen-reductions)",
-            # Dense ops (docs/dense-ops.md): matmuls read the weights and
-            # narrow inputs in place, then run on the BLAS (after
-            # deallocation: the calls take raw pointers).
-            *(["func.func(flex-fold-matmul-operands)"] if blas else []),
-            flash,
-            "canonicalize",
-            "cse",
-            # Elementwise chains fused into their consumers (not into
-            # contractions, nor inside flex-to-flash's tiles).
-            *(["func.func(flex-fuse-elementwise)", "canonicalize", "cse"]
-              if fuse_elementwise else []),
-            # After the last cse: each product and elementwise op gets its
-            # own init, allocated where it is used (not once per shape at
-            # the top, alive until the last layer).
-            "func.func(flex-unshare-inits)",
-            BUFFERIZE,
-            # The backward's marked contractions -> AMX tiles (memrefs).
-            *(["func.func(flex-amx-contractions)"] if amx else []),
-            "func.func(flex-to-loops)",
-            DEALLOCATE,
-            *(["flex-matmul-to-blas"] if blas else []),
-            # memref.copy of strided views would call the runtime library.
-            "func.func(flex-copies-to-linalg)",
-            "cse",
-            "canonicalize",
-            # The other large ops (elementwise chains, norms, copies) split
-            # across the threads along their outermost parallel loop.
-            *(["func.func(flex-parallel-rows)"] if openmp and parallel_rows else []),
-            "func.func(convert-linalg-to-loops)",
-            "canonicalize",
-            "cse",
-            forall,
-            to_llvm,
-        ]
-    ) + ")"
+        fuse_elementwise = env("FLEX_FUSE_ELEMENTWISE", "1") != "0"
+    return assemble(TILED_STAGES, LoweringOptions(
+        tiled=True, tile_m=tile_m, tile_n=tile_n, block_sparsity=block_sparsity, openmp=openmp,
+        vectorize=vectorize, num_threads=num_threads, bf16_dot=bool(bf16_dot) and vectorize,
+        bf16_dot_backward=bf16_dot_backward, amx=bool(amx) and vectorize,
+        split_keys_tasks=split_keys_tasks, serial_below_us=serial_below_us,
+        small_ops_when_awake=small_ops_when_awake, spread_workers=spread_workers, blas=blas,
+        parallel_rows=parallel_rows, fuse_elementwise=fuse_elementwise))
 
 
 PIPELINES["tiled-1t"] = tiled_pipeline()

@@ -57,37 +57,28 @@ class Cleanup:
     why: str
 
 
-def _forget_capture_constant_values(run: CleanupRun):
-    forget_capture_constant_values(run.prog)
+def _on_program(step: Callable[[ExportedProgram], Any]) -> Callable[[CleanupRun], None]:
+    """An entry's run that calls ``step(prog)``."""
+    return lambda run: step(run.prog)
 
 
-def _inline_scalar_constants(run: CleanupRun):
-    inline_scalar_constants(run.prog)
+def _on_graph_module(step) -> Callable[[CleanupRun], None]:
+    """An entry's run that calls ``step(prog.graph_module)``."""
+    return lambda run: step(run.prog.graph_module)
 
 
-def _strip_block_mask_tensors(run: CleanupRun):
-    run.erased += strip_block_mask_tensors(run.prog.graph)
+def _counting_erased(step) -> Callable[[CleanupRun], None]:
+    """An entry's run that calls ``step(prog.graph)`` and adds the nodes it
+    erased to ``run.erased``."""
+    def erase(run: CleanupRun):
+        run.erased += step(run.prog.graph)
 
-
-def _erase_dead_code(run: CleanupRun):
-    run.erased += erase_dead_code(run.prog.graph)
+    return erase
 
 
 def _recompile(run: CleanupRun):
     if run.erased:
         run.prog.graph_module.recompile()
-
-
-def _retarget_operator_aliases(run: CleanupRun):
-    retarget_operator_aliases(run.prog.graph_module)
-
-
-def _inline_flat_apply_calls(run: CleanupRun):
-    inline_flat_apply_calls(run.prog.graph_module)
-
-
-def _expand_new_ones_calls(run: CleanupRun):
-    expand_new_ones_calls(run.prog.graph_module)
 
 
 def _decompose(run: CleanupRun):
@@ -101,31 +92,19 @@ def _print_graph(run: CleanupRun):
         run.prog.graph_module.print_readable()
 
 
-def _scalar_captures_to_tensors(run: CleanupRun):
-    scalar_captures_to_tensors(run.prog.graph_module)
-
-
-def _retarget_symbolic_ops(run: CleanupRun):
-    retarget_symbolic_ops(run.prog.graph_module)
-
-
-def _widen_mixed_indices(run: CleanupRun):
-    widen_mixed_indices(run.prog.graph_module)
-
-
 CLEANUPS: Tuple[Cleanup, ...] = (
     # -- before the re-trace: what it mishandles, what it need not trace ----
-    Cleanup("forget_capture_constant_values", _forget_capture_constant_values,
+    Cleanup("forget_capture_constant_values", _on_program(forget_capture_constant_values),
             "before any re-trace: the real value torch recorded in a modifier-captured "
             "constant's fake tensor is replayed wrongly under vmap (offs[doc[q]] read "
             "garbage, bias[b][q] failed in setStorage); closure_captures.py"),
-    Cleanup("inline_scalar_constants", _inline_scalar_constants,
+    Cleanup("inline_scalar_constants", _on_program(inline_scalar_constants),
             "before the re-trace: a 0-d tensor constant inside a modifier (c2[h, 2]) fails it "
             "('FunctionalTensor on its own'); aten.scalar_tensor in its place; closure_captures.py"),
-    Cleanup("strip_block_mask_tensors", _strip_block_mask_tensors,
+    Cleanup("strip_block_mask_tensors", _counting_erased(strip_block_mask_tensors),
             "before the skip check and the re-trace: BlockMask slots the importer drops become "
             "None and the nodes computing only them are erased; block_mask.py"),
-    Cleanup("erase_dead_code", _erase_dead_code,
+    Cleanup("erase_dead_code", _counting_erased(erase_dead_code),
             "after strip_block_mask_tensors (which leaves vmap bookkeeping and index_put_ into "
             "fresh tensors): erases what the output does not need, so the re-trace and the "
             "imported IR do not carry it; dead_code.py"),
@@ -134,13 +113,13 @@ CLEANUPS: Tuple[Cleanup, ...] = (
             "before anything runs it (once for both)"),
     # -- what the re-trace would only rename or expand: done here, so that ---
     # -- decompositions_change_nothing can skip it -----------------------------
-    Cleanup("retarget_operator_aliases", _retarget_operator_aliases,
+    Cleanup("retarget_operator_aliases", _on_graph_module(retarget_operator_aliases),
             "before the skip check: aten.__and__/__or__/__xor__ (masks written with &, |, ^) "
             "renamed to the aten.bitwise_* op their only kernel calls; operator_aliases.py"),
-    Cleanup("inline_flat_apply_calls", _inline_flat_apply_calls,
+    Cleanup("inline_flat_apply_calls", _on_graph_module(inline_flat_apply_calls),
             "before the skip check: flat_apply of dynamo's ModIndex (buf[idx] in a modifier) "
             "written as the aten.index.Tensor the re-trace records; flat_apply_calls.py"),
-    Cleanup("expand_new_ones_calls", _expand_new_ones_calls,
+    Cleanup("expand_new_ones_calls", _on_graph_module(expand_new_ones_calls),
             "before the skip check: new_ones (torch's noop_mask) is in the table; written as the "
             "empty_strided + full_like its decomposition records; factory_calls.py"),
     # -- the re-trace, then what the upstream FxImporter cannot read --------
@@ -151,14 +130,14 @@ CLEANUPS: Tuple[Cleanup, ...] = (
     Cleanup("print_graph", _print_graph,
             "with enable_graph_printing: the graph as decomposed, before the importer-only "
             "rewrites below"),
-    Cleanup("scalar_captures_to_tensors", _scalar_captures_to_tensors,
+    Cleanup("scalar_captures_to_tensors", _on_graph_module(scalar_captures_to_tensors),
             "on the graph imported (after the re-trace): a SymInt a modifier captures becomes a "
             "0-d int64 tensor, passed like any captured tensor; scalar_captures.py"),
-    Cleanup("retarget_symbolic_ops", _retarget_symbolic_ops,
+    Cleanup("retarget_symbolic_ops", _on_graph_module(retarget_symbolic_ops),
             "on the graph imported: torch.sym_max/sym_min/sym_sum (dynamic sizes), which the "
             "upstream FxImporter does not map, as prim.max.int/prim.min.int/operator.add; "
             "symbolic_ops.py"),
-    Cleanup("widen_mixed_indices", _widen_mixed_indices,
+    Cleanup("widen_mixed_indices", _on_graph_module(widen_mixed_indices),
             "on the graph imported: int32 and int64 index tensors mixed in one index/index_put "
             "(torch-mlir's index list holds one type) all int64; index_dtypes.py"),
 )

@@ -8,6 +8,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from torch_mlir_flex.importer import cleanups, export_and_import
 from torch_mlir_flex.importer.cleanups import CLEANUPS, Cleanup, run_cleanups
 from torch_mlir_flex.importer.decompositions import flex_decomposition_table
+from test_dead_code import DocumentMask, _inputs as _document_inputs  # create_block_mask in forward
 
 B, H, S, D = 1, 2, 32, 16
 
@@ -28,17 +29,6 @@ EXPECTED = (
 )
 
 CAUSAL = create_block_mask(lambda b, h, q, k: q >= k, 1, 1, S, S, device="cpu", BLOCK_SIZE=16)
-
-
-class MaskInForward(torch.nn.Module):
-    """create_block_mask inside forward (dead construction to erase), `&`."""
-
-    def forward(self, q, k, v, doc):
-        def mask(b, h, i, j):
-            return (doc[i] == doc[j]) & (i >= j)
-
-        bm = create_block_mask(mask, 1, 1, S, S, device="cpu", BLOCK_SIZE=16)
-        return flex_attention(q, k, v, block_mask=bm)
 
 
 class Linear(torch.nn.Module):
@@ -95,7 +85,7 @@ def _recording(monkeypatch):
 
 def test_export_and_import_runs_the_list_in_order(monkeypatch):
     seen = _recording(monkeypatch)
-    module = export_and_import(MaskInForward(), *_qkv(), torch.arange(S) // 8)
+    module = export_and_import(DocumentMask(), *_document_inputs())
     assert tuple(name for name, _ in seen) == EXPECTED
     erased = dict(seen)
     assert erased["strip_block_mask_tensors"] > 0  # the dead mask construction

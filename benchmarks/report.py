@@ -1,12 +1,16 @@
-"""Benchmark report: markdown tables (results, compile times, targets), a
-matplotlib plot (when matplotlib is installed) and the README table
-between marker comments."""
+"""Attention benchmark report: markdown tables (results, compile times,
+targets), a matplotlib plot (when matplotlib is installed), the table
+between the marker comments of docs/benchmarks/attention.md and the
+attention row of the README's headline table."""
 
 import os
 
 from . import cases
+from . import readme as rd
 from . import targets as tg
 
+PAGE = "attention"
+TITLE = "Attention benchmark"
 README_BEGIN = "<!-- benchmark-table:begin (python -m benchmarks.run --readme) -->"
 README_END = "<!-- benchmark-table:end -->"
 STAGES = ("export", "import", "to_linalg", "materialize", "lower+jit")
@@ -120,7 +124,7 @@ def readme_section(rows, meta, peaks, target_results, full_tables=""):
              fmt(percent_of_peak(r, peaks), ".0f")]
             for r in rows if r["S"] == S and r["D"] == D and r.get("purpose") != "memory"]
     ratios = [x for r in rows for x in [tg.ratio(r)] if x is not None]
-    where = f"; all configurations in `{full_tables}`" if full_tables else ""
+    where = f"; all configurations in [{full_tables}]({full_tables})" if full_tables else ""
     lines = [f"S={S}, D={D}, B=1, H=8 ({meta[0]}{where}):", ""]
     lines += table(["case", "dtype", "ours ms", "/ torch.compile", "/ SDPA", "GFLOP/s", "% peak"],
                    body)
@@ -131,15 +135,45 @@ def readme_section(rows, meta, peaks, target_results, full_tables=""):
     return "\n".join(lines)
 
 
-def update_readme(path, section):
-    with open(path) as f:
-        text = f.read()
+def update_page(path, section):
+    """Replaces the text between the benchmark markers of `path` (a page
+    that does not exist yet is made with the markers)."""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        text = f"# {TITLE}\n\n{README_BEGIN}\n{README_END}\n"
     if README_BEGIN not in text or README_END not in text:
         raise ValueError(f"{path} has no benchmark markers ({README_BEGIN} ... {README_END})")
     head, rest = text.split(README_BEGIN, 1)
     _, tail = rest.split(README_END, 1)
     with open(path, "w") as f:
         f.write(head + README_BEGIN + "\n" + section + "\n" + README_END + tail)
+
+
+def _run_fields(meta):
+    """(host, time) of a run from its first header line ("<date> UTC; torch
+    ...; 2 CPUs (...); ..."), empty where it does not say."""
+    fields = [f.strip() for f in (meta[0] if meta else "").split(";")]
+    run = fields[0][:-len(" UTC")] if fields[0].endswith(" UTC") else ""
+    return next((f for f in fields if " CPUs" in f), ""), run
+
+
+def headline(rows, meta):
+    """The attention row of the README's headline table: causal f32 (else
+    the first case) at the README table's shape, forward."""
+    S, D = headline_shape(rows)
+    shown = [r for r in rows if r["S"] == S and r["D"] == D and r.get("purpose") != "memory"]
+    pick = next((r for r in shown if (r["case"], r["dtype"]) == ("causal", "f32")), shown[0] if shown else None)
+    if pick is None:
+        return None
+    t = pick["time"]
+    ours = t.get("ours")
+    return rd.headline_row(PAGE, "attention", f"{pick['case']} {pick['dtype']}, S={S} D={D}, forward",
+                           DASH if ours is None else f"{ours * 1e3:.1f} ms", rd.ratio(ours, t.get("eager")),
+                           rd.ratio(ours, t.get("torch.compile")), rd.ratio(ours, t.get("SDPA")),
+                           rd.where(*_run_fields(meta)))
 
 
 def plot(rows, path):

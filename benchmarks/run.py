@@ -14,8 +14,10 @@ memory). Writes DIR/results.json (after every configuration, so that a
 run that dies can still be reported with --from-json), DIR/results.md and
 DIR/results.png (matplotlib), prints the targets of issue #11 with pass/fail (exit status 1
 when an implementation failed or ours differs from its reference), and with
---readme rewrites the table between the benchmark markers of README.md
-and writes the full tables to docs/benchmark-<date>.md.
+--readme rewrites the table between the benchmark markers of
+docs/benchmarks/attention.md, writes the full tables to
+docs/benchmarks/attention-<date>.md and updates the attention row of the
+README's headline table.
 Case catalogue: benchmarks/cases.py; one configuration: benchmarks/runner.py.
 `--backends tiled,tiled-generic --cases causal --dtypes f32` adds the tiled
 lowering without flex-to-flash's vector micro-kernels as a column (the
@@ -39,6 +41,7 @@ from torch_mlir_flex.backend.pipelines import (PIPELINES, find_openmp_runtime, t
                                                uses_openmp)
 
 from . import cases, overhead, peak, report, runner
+from . import readme as rd
 from . import targets as tg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,7 +82,8 @@ def parse_args(argv):
     ap.add_argument("--peak-n", type=int, default=4096, help="matmul size of the peak calibration")
     ap.add_argument("--out", default=os.path.join(HERE, "results"), help="output directory")
     ap.add_argument("--readme", nargs="?", const=os.path.join(ROOT, "README.md"), default=None,
-                    help="rewrite the benchmark table of README.md (or of the given file)")
+                    help="rewrite docs/benchmarks/attention.md and the attention row of README.md "
+                         "(or of the given README, with the docs/benchmarks/ beside it)")
     ap.add_argument("--from-json", metavar="FILE",
                     help="no benchmarking: report (and --readme) from a saved results.json")
     ap.add_argument("--overhead-only", action="store_true",
@@ -141,27 +145,12 @@ def progress_line(row):
             + "".join(f"\n    {k}: {v}" for k, v in row["errors"].items()))
 
 
-def cpu_model():
-    """The host CPU as /proc/cpuinfo names it, with its family and model
-    numbers (hosts of one name differ: family 25 is Zen 3/4, 26 Zen 5)."""
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())
-    except OSError:
-        return "unknown CPU"
-    return (f"{info.get('model name', 'unknown CPU')}, family {info.get('cpu family', '?')} "
-            f"model {info.get('model', '?')}")
-
-
 def meta_lines(args, peaks, ovh, seconds, load_start, first=None):
     backend = split(args.backends)[0]
     omp = find_openmp_runtime() if uses_openmp(PIPELINES[backend]) else None
     return [
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; torch {torch.__version__}; "
-        f"{os.cpu_count()} CPUs ({cpu_model()}); torch threads {torch.get_num_threads()}",
+        f"{rd.host()}; torch threads {torch.get_num_threads()}",
         f"ours: torch_mlir_flex.compile(module, args, backend={backend!r}); OpenMP "
         + (f"runtime {os.path.basename(omp)}, OMP_NUM_THREADS="
            f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, KMP_BLOCKTIME="
@@ -228,15 +217,18 @@ def write_outputs(data, args, log):
     if errors:
         log("failures (implementation errors or wrong results):\n" + "\n".join(errors))
     if args.readme:
-        # the full tables next to the README, as docs/benchmark-<date>.md
-        full = os.path.join("docs", f"benchmark-{data.get('date', today())}.md")
-        path = os.path.join(os.path.dirname(os.path.abspath(args.readme)), full)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
+        # the page docs/benchmarks/attention.md, the full tables beside it
+        # as attention-<date>.md, and the README's headline row
+        page = rd.page_path(report.PAGE, args.readme)
+        full = f"{report.PAGE}-{data.get('date', today())}.md"
+        os.makedirs(os.path.dirname(page), exist_ok=True)
+        with open(os.path.join(os.path.dirname(page), full), "w") as f:
             f.write(md)
-        report.update_readme(args.readme, report.readme_section(rows, data["meta"], peaks, results,
-                                                                full))
-        log(f"updated the benchmark table of {args.readme}; full tables in {path}")
+        report.update_page(page, report.readme_section(rows, data["meta"], peaks, results, full))
+        row = report.headline(rows, data["meta"])
+        if row:
+            rd.update_headline(report.PAGE, row, args.readme)
+        log(f"updated {page} (full tables in {full}) and the attention row of {args.readme}")
     return 1 if errors else 0
 
 

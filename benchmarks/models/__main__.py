@@ -11,7 +11,8 @@ compare calls made under the same load. Those interleaved medians are the
 table's forward times. Outputs are compared with
 eager's (max abs error over max abs value). Prints a markdown table and
 writes it to benchmarks/results/models.md; `--readme` also replaces the
-README's "Whole-model benchmark" section. Rows accumulate in
+results of docs/benchmarks/models.md and the whole-model row of the
+README's headline table. Rows accumulate in
 benchmarks/results/models.json: a configuration run again (`--only`)
 replaces its row, the others keep theirs (each row says when it ran).
 """
@@ -24,6 +25,7 @@ import tempfile
 import torch_mlir_flex  # noqa: F401  (before torch-mlir)
 import torch
 
+from .. import readme as rd
 from ..child_process import run_json_child
 from ..results_file import merge_rows
 from .configs import DEFAULT, LONG, ROOT, matmul_gflop
@@ -65,13 +67,13 @@ def main(argv=None):
     p.add_argument("--only", default="", help="run the configurations whose name contains this")
     p.add_argument("--reps", type=int, default=3, help="timed forward calls per implementation")
     p.add_argument("--timeout", type=int, default=3600, help="seconds per process")
-    p.add_argument("--readme", action="store_true", help="update the README section")
+    p.add_argument("--readme", action="store_true", help="update docs/benchmarks/models.md and the README's headline row")
     p.add_argument("--no-gemm", action="store_true", help="skip the matmul micro-benchmark")
     p.add_argument("--from-log", default="", help="rebuild the tables from the printed lines of a run")
     args = p.parse_args(argv)
     if args.from_log:
         rows, gemm_rows = parse_log(args.from_log)
-        return _write(markdown(rows, gemm_rows or None), args.readme)
+        return _write(rows, gemm_rows or None, args.readme)
     configs = [c for c in DEFAULT + (LONG if args.all else []) if args.only in c.name]
     log = lambda s: print(s, flush=True)  # noqa: E731
     gemm_rows = None
@@ -83,21 +85,19 @@ def main(argv=None):
     for cfg in configs:
         rows.append(run_config(cfg, args.reps, args.timeout, log))
     rows, gemm_rows = _merged(rows, gemm_rows)
-    _write(markdown(rows, gemm_rows), args.readme)
+    _write(rows, gemm_rows, args.readme)
 
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "models.json")
 
 
 def _merged(rows, gemm_rows):
-    """`rows`, dated now, over those of earlier runs
+    """`rows`, dated now and naming this host, over those of earlier runs
     (benchmarks/results/models.json, results_file.merge_rows); the matmul
     rows of the last run that measured them."""
-    import datetime
-
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
     order = [c.name for c in DEFAULT + LONG]
-    data = merge_rows(RESULTS, [dict(r, run=now) for r in rows], order, gemm=gemm_rows or None)
+    data = merge_rows(RESULTS, [dict(r, run=rd.now(), host=rd.host()) for r in rows], order,
+                      gemm=gemm_rows or None)
     return data["rows"], data["gemm"]
 
 
@@ -126,13 +126,17 @@ def parse_log(path):
     return list(rows.values()), gemm_rows
 
 
-def _write(text, readme):
+def _write(rows, gemm_rows, readme, root=ROOT):
+    """Prints the tables, writes them to benchmarks/results/models.md under
+    `root` and, with `readme`, to docs/benchmarks/models.md and the README's
+    headline row there."""
+    text = markdown(rows, gemm_rows)
     print(text)
-    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
-    with open(os.path.join(ROOT, "benchmarks", "results", "models.md"), "w") as f:
+    os.makedirs(os.path.join(root, "benchmarks", "results"), exist_ok=True)
+    with open(os.path.join(root, "benchmarks", "results", "models.md"), "w") as f:
         f.write(text)
     if readme:
-        update_readme(os.path.join(ROOT, "README.md"), text)
+        update_readme(text, rows, os.path.join(root, "README.md"))
 
 
 if __name__ == "__main__":

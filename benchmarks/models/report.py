@@ -1,22 +1,15 @@
 """Markdown of the whole-model benchmark, with a pass/fail line per target
-(issue #24)."""
+(issue #24), written to docs/benchmarks/models.md (its `## Results`
+section) and to the whole-model row of the README's headline table."""
 
 import datetime
-import os
-import platform
 
-SECTION = "## Whole-model benchmark"
+from .. import readme as rd
 
-
-def _cpu():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+SECTION = rd.RESULTS_HEAD
+PAGE, TITLE = "models", "Whole-model benchmark"
+# The headline row: the first of these that was run, else the last row.
+HEADLINE = ("qwen2 L=24 S=1024 f32", "qwen2 L=24 S=128 f32", "qwen2 L=2 S=1024 f32")
 
 
 def _f(v, spec=".1f"):
@@ -38,7 +31,7 @@ def forward_ms(res, impl):
 def results_table(rows):
     head = ("| config | GFLOP | eager ms | inductor ms | ours ms | ours/eager | ours/inductor | "
             "ours GFLOP/s | compile s: inductor / ours cold / ours cached | peak RSS MiB (weights): "
-            "eager / inductor / ours | ours rel. error | run (UTC) |")
+            "eager / inductor / ours | ours rel. error | run (UTC), host |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         res = r["results"]
@@ -59,7 +52,7 @@ def results_table(rows):
             f"{' / '.join(_f(c) for c in comp)} | "
             f"{' / '.join(_f(x, '.0f') for x in rss)} ({_f(w, '.0f')}) | "
             f"{_f(res.get('ours', {}).get('rel_error'), '.1e')}{' — ' + '; '.join(errs) if errs else ''} | "
-            f"{r.get('run', '—')} |")
+            f"{r.get('run', '—')}{', ' + r['host'] if r.get('host') else ''} |")
     return "\n".join(lines)
 
 
@@ -99,13 +92,14 @@ def targets(rows):
 def markdown(rows, gemm_rows=None):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [SECTION, "",
-             f"`python -m benchmarks.models` ({now}; {_cpu()}, {os.cpu_count()} CPUs). Forward times are medians "
+             f"`python -m benchmarks.models` (written {now}; this run's host: {rd.host()}; each row "
+             "names the host and time of its own run in its last column). Forward times are medians "
              "of calls timed in alternating rounds (eager, inductor, ours) in one process, after a warm-up "
              "call; compile times and peak RSS come from one process per implementation, one after another. Compile: inductor's is its first call; ours cold has an empty compile cache, "
              "cached is a new process on that cache. Peak RSS: the peak after the model was built (its "
              "construction's own peak not counted: transformers builds in f32, then casts) over the "
              "process before it was built, so weights included. Rows accumulate in benchmarks/results/models.json (`--only` "
-             "re-runs some); each row's ratios come from one run, dated in its last column.", "", results_table(rows), ""]
+             "re-runs some); each row's ratios come from one run.", "", results_table(rows), ""]
     if gemm_rows:
         from .gemm import gemm_table
 
@@ -121,9 +115,25 @@ def gemm_targets(gemm_rows):
              f"worst {worst['ratio']:.2f} ({worst['shape']} {worst['dtype']})")]
 
 
-def update_readme(path, text):
-    """Replaces the README's section by `text` (which starts with SECTION);
-    the sections after it (e.g. the notes on the results) stay."""
-    from ..readme import replace_section
+def headline(rows):
+    """The whole-model row of the README's headline table (None without rows)."""
+    by_name = {r["config"]: r for r in rows}
+    pick = next((by_name[n] for n in HEADLINE if n in by_name), rows[-1] if rows else None)
+    if pick is None:
+        return None
+    res = pick["results"]
+    ours = forward_ms(res, "ours")
+    case = pick["config"].replace("qwen2 L=24", "Qwen2-0.5B shape (24 layers),").replace("qwen2", "Qwen2")
+    return rd.headline_row(PAGE, "whole model", f"{case} forward", "—" if ours is None else f"{ours:.0f} ms",
+                           rd.ratio(ours, forward_ms(res, "eager")), rd.ratio(ours, forward_ms(res, "inductor")),
+                           "—", rd.where(pick.get("host", ""), pick.get("run", "")))
 
-    replace_section(SECTION, text[len(SECTION):].lstrip("\n"), path)
+
+def update_readme(text, rows, readme=rd.README):
+    """Replaces the `## Results` section of docs/benchmarks/models.md by
+    `text` (which starts with SECTION; the notes after it stay) and the
+    whole-model row of `readme`'s headline table."""
+    rd.write_page(PAGE, TITLE, text[len(SECTION):].lstrip("\n"), readme)
+    row = headline(rows)
+    if row:
+        rd.update_headline(PAGE, row, readme)

@@ -13,8 +13,9 @@ model's. The memory-bandwidth column divides the bytes a decode step reads
 measured in the same run. Rows accumulate in
 benchmarks/results/serve.json (a configuration run again replaces its
 row: `--only NAME` runs one). Prints a markdown table and writes it to
-benchmarks/results/serve.md; `--readme` also replaces the README's
-"Serving benchmark" section.
+benchmarks/results/serve.md; `--readme` also replaces the results of
+docs/benchmarks/serving.md and the serving row of the README's headline
+table.
 """
 
 import argparse
@@ -23,7 +24,8 @@ import os
 import tempfile
 
 from ..child_process import ROOT, run_json_child
-from ..readme import format_targets, replace_section
+from .. import readme as rd
+from ..readme import format_targets
 from ..results_file import merge_rows
 from ..timing import copy_bandwidth_gbs
 from .configs import DEFAULT, LONG
@@ -31,12 +33,17 @@ from .targets import bandwidth_pct, evaluate
 
 README_INTRO = ("`python -m benchmarks.serve` (`--all` adds the Qwen2-0.5B shape): greedy, 32 new tokens, "
                 "decode ms/token of warm calls (median time between successive tokens), each "
-                "implementation in its own process on this 2-core host, {rounds}: the row keeps the "
-                "faster process's decode and warm times (this host's speed changes from minute to minute "
-                "with its neighbours' load) and the first process's first generate (cold, ours on an "
+                "implementation in its own process (each row's run and host are listed under the "
+                "table), {rounds}: the row keeps the "
+                "faster process's decode and warm times (a shared host's speed changes from minute to "
+                "minute with its neighbours' load) and the first process's first generate (cold, ours on an "
                 "empty compile cache). `ours-api-cached` is ours-api again "
                 "in a new process, on the compile cache the ours-api run filled: its first generate is "
                 "the first token with the disk cache.\n\n")
+
+PAGE, TITLE = "serving", "Serving benchmark"
+# The headline row: ours-api's decode on the first of these that was run.
+HEADLINE = ("qwen2 L=24 f32 B=1 P=128", "qwen2 L=24 bf16 B=1 P=128", "tiny f32 B=1 P=128")
 
 # ours-api-cached runs after ours-api, on the cache directory it filled.
 IMPLS = ("eager", "inductor", "inductor-static", "ours", "ours-static", "ours-api", "ours-api-cached")
@@ -96,6 +103,8 @@ def markdown(rows):
             if "error" in r:
                 out.append(f"| | | error: {r['error'][:150]} | | | | | |")
     runs = sorted({f"{r['bandwidth']:.1f}" for r in rows})
+    out += ["", "Runs (UTC): " + "; ".join(f"{r['config']}: {r.get('run', 'time not recorded')}, "
+                                         f"{r.get('host', 'host not recorded')}" for r in rows) + "."]
     out += ["", f"Copy bandwidth (read + write), measured in each configuration's run: {', '.join(runs)} GB/s. "
             "The % of the bandwidth limit divides the bytes a decode step reads by its time and by "
             "the mean of copy bandwidths measured right before and after the same round of tokens (in the "
@@ -114,10 +123,39 @@ RESULTS = os.path.join(ROOT, "benchmarks", "results", "serve.json")
 
 
 def _merged(rows, bandwidth):
-    """`rows`, each with this run's `bandwidth`, over the rows of earlier
-    runs (benchmarks/results/serve.json, results_file.merge_rows)."""
+    """`rows`, each with this run's `bandwidth`, time and host, over the
+    rows of earlier runs (benchmarks/results/serve.json, results_file.merge_rows)."""
     order = [c.name for c in DEFAULT + LONG]
-    return merge_rows(RESULTS, [dict(r, bandwidth=bandwidth) for r in rows], order)["rows"]
+    return merge_rows(RESULTS, [dict(r, bandwidth=bandwidth, run=rd.now(), host=rd.host()) for r in rows],
+                      order)["rows"]
+
+
+def headline(rows):
+    """The serving row of the README's headline table: ours-api's decode
+    ms/token against the uncompiled model and inductor (None when no
+    preferred configuration has an ours-api result)."""
+    by_name = {r["config"]: r for r in rows}
+    for name in HEADLINE:
+        res = by_name.get(name, {}).get("results", {})
+        ours = res.get("ours-api", {}).get("ms_per_token")
+        if ours is None:
+            continue
+        peer = lambda impl: res.get(impl, {}).get("ms_per_token")  # noqa: E731
+        case = name.replace("qwen2 L=24", "Qwen2-0.5B shape").replace("tiny", "tiny Llama")
+        return rd.headline_row(PAGE, "serving", f"{case}, decode (hf.generator)", f"{ours:.1f} ms/token",
+                               rd.ratio(ours, peer("eager")), rd.ratio(ours, peer("inductor")), "—",
+                               rd.where(by_name[name].get("host", ""), by_name[name].get("run", "")))
+    return None
+
+
+def write_readme(rows, table, rounds, readme=rd.README):
+    """The `## Results` section of docs/benchmarks/serving.md (the notes
+    after it stay) and the serving row of `readme`'s headline table."""
+    intro = README_INTRO.format(rounds=_rounds_text(rounds))
+    rd.write_page(PAGE, TITLE, intro + table, readme)
+    row = headline(rows)
+    if row:
+        rd.update_headline(PAGE, row, readme)
 
 
 def main():
@@ -156,7 +194,7 @@ def main():
     with open(os.path.join(ROOT, "benchmarks", "results", "serve.md"), "w") as f:
         f.write(table)
     if args.readme:
-        replace_section("## Serving benchmark", README_INTRO.format(rounds=_rounds_text(args.rounds)) + table)
+        write_readme(rows, table, args.rounds)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ CPU flash kernel and eager float32 math, in one process, interleaved.
         [--cases causal-1024-64,...] [--dtypes f32,bf16] [--readme]
 
 Prints a markdown table and the targets of issue #26 with pass/fail;
-`--readme` writes both into README.md's "Training benchmark" section.
+`--readme` writes both into docs/benchmarks/training.md (its results
+section) and the training row of the README's headline table.
 Columns: ms per forward + backward (medians over interleaved rounds,
 benchmarks/timing.py; only ratios are meaningful on a shared machine),
 ratios, GFLOP/s and % of the measured matmul peak counting 3.5x the
@@ -30,9 +31,13 @@ from torch_mlir_flex.backend import blas  # noqa: E402
 from benchmarks import peak  # noqa: E402
 from benchmarks.timing import interleaved_medians, peak_extra_bytes, timed_call  # noqa: E402
 from benchmarks.train.cases import ALL_CASES, MEMORY_CASE, QUICK, setup  # noqa: E402
-from benchmarks.readme import format_targets, replace_section  # noqa: E402
+from benchmarks import readme as rd  # noqa: E402
+from benchmarks.readme import format_targets  # noqa: E402
 from benchmarks.train.targets import evaluate  # noqa: E402
 
+PAGE, TITLE = "training", "Training benchmark"
+# The headline row: the first of these (f32) that was run, else the last causal f32 row.
+HEADLINE = ("causal-4096-128", "causal-4096-64", "causal-1024-128")
 
 
 def run_case(name, kind, S, D, hkv, dtype, reps):
@@ -88,7 +93,8 @@ def main(argv=None):
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     ap.add_argument("--dtypes", default="", help="f32,bf16 (default; --quick: f32)")
     ap.add_argument("--no-memory", action="store_true", help="skip the S=8192 memory row")
-    ap.add_argument("--readme", action="store_true", help="write README.md's Training benchmark section")
+    ap.add_argument("--readme", action="store_true",
+                    help="write docs/benchmarks/training.md and the README's headline row")
     args = ap.parse_args(argv)
     names = args.cases.split(",") if args.cases else QUICK if args.quick else list(ALL_CASES)
     dtypes = args.dtypes.split(",") if args.dtypes else ["f32"] if args.quick else ["f32", "bf16"]
@@ -104,7 +110,7 @@ def main(argv=None):
                   + f", compile {r['compile_s']:.2f} s, first call +{r['first_call_s']:.2f} s", flush=True)
     peaks = peak.best(peaks, peak.calibrate([peak.DTYPES[d] for d in dtypes]))
     memory = [] if args.no_memory else [m for d in dtypes for m in [memory_row(d)] if m]
-    text = (f"`python -m benchmarks.train` on this host ({os.cpu_count()} cores, "
+    text = (f"`python -m benchmarks.train` on {rd.host()} ({rd.now()} UTC, "
             f"{time.time() - t0:.0f} s; matmul peak " +
             ", ".join(f"{d} {peaks[d]:.0f} GFLOP/s" for d in dtypes) + "): H=8, B=1, one "
             "forward + backward per call, ms are medians.\n\n" + table(rows, peaks) + "\n\n" +
@@ -113,7 +119,32 @@ def main(argv=None):
             "\n" + format_targets(evaluate(rows, memory, peaks)) + "\n")
     print(text)
     if args.readme:
-        replace_section("## Training benchmark", text)
+        write_readme(rows, text)
+
+
+def headline(rows, run=None, host=None):
+    """The training row of the README's headline table (None without a
+    causal f32 row): forward + backward against SDPA's flash kernel and
+    eager float32 math attention (eager flex_attention and inductor refuse
+    flex_attention's backward on CPU)."""
+    causal = [r for r in rows if r["kind"] == "causal" and r["dtype"] == "f32"]
+    pick = next((r for n in HEADLINE for r in causal if r["case"] == n), causal[-1] if causal else None)
+    if pick is None:
+        return None
+    t = pick["time"]
+    return rd.headline_row(PAGE, "training", f"causal f32 S={pick['S']} D={pick['D']}, forward + backward "
+                           "(eager: math attention)", f"{t['ours'] * 1e3:.0f} ms", rd.ratio(t["ours"], t.get("eager")),
+                           "—", rd.ratio(t["ours"], t.get("sdpa")),
+                           rd.where(host or rd.host(), run or rd.now()))
+
+
+def write_readme(rows, text, readme=rd.README):
+    """The `## Results` section of docs/benchmarks/training.md (the notes
+    after it stay) and the training row of `readme`'s headline table."""
+    rd.write_page(PAGE, TITLE, text, readme)
+    row = headline(rows)
+    if row:
+        rd.update_headline(PAGE, row, readme)
 
 
 if __name__ == "__main__":

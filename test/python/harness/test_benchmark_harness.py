@@ -1,6 +1,7 @@
 """Smoke test of the benchmark harness (benchmarks/): one tiny configuration
 end to end through the CLI (benchmarks.run.main), the report built from
-it, the targets evaluation and the README rewrite. No timing assertions.
+it, the targets evaluation and the `--readme` rewrite (docs/benchmarks/
+attention.md and the README's headline row). No timing assertions.
 
     PYTHONPATH=python pytest -q test/python/harness/test_benchmark_harness.py
 """
@@ -16,7 +17,7 @@ import pytest
 import torch
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
-from benchmarks import cases, report, run  # noqa: E402
+from benchmarks import cases, readme, report, run  # noqa: E402
 from benchmarks import targets as tg  # noqa: E402
 
 
@@ -65,31 +66,50 @@ def test_row_measures_every_implementation(document_row):
     assert r["flops"] == 4.0 * 16 * 8 * r["kept"]
 
 
+HEADLINE = (f"top\n{readme.HEADLINE_BEGIN}\n| benchmark | case | ours | / eager | / inductor | / SDPA | where |\n"
+            "|---|---|---|---|---|---|---|\n"
+            "| [attention](docs/benchmarks/attention.md) | old | old | old | old | old | old |\n"
+            "| [serving](docs/benchmarks/serving.md) | kept | kept | kept | kept | kept | kept |\n"
+            f"{readme.HEADLINE_END}\nbottom\n")
+
+
 def test_report_and_readme_from_json(document_row, tmp_path):
+    """--readme: the page's marked table, the full tables beside it (dated),
+    the attention row of the README's headline table; nothing else moves."""
     data = dict(rows=[document_row], peaks={"f32": 100.0}, overhead=None, dtypes="f32",
-                meta=["test machine"])
+                meta=["2026-12-06 10:00 UTC; torch x; 2 CPUs (Test CPU, family 1 model 2); torch threads 2"])
     saved = tmp_path / "results.json"
     saved.write_text(json.dumps(data))
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n{report.README_BEGIN}\nold\n{report.README_END}\noutro\n")
+    readme_path = tmp_path / "README.md"
+    readme_path.write_text(HEADLINE)
+    page = tmp_path / "docs" / "benchmarks" / "attention.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(f"intro\n{report.README_BEGIN}\nold\n{report.README_END}\noutro\n")
     assert run.main(["--from-json", str(saved), "--out", str(tmp_path / "out"),
-                     "--readme", str(readme)]) == 0
+                     "--readme", str(readme_path)]) == 0
     md = (tmp_path / "out" / "results.md").read_text()
     assert "| document | f32 | 64 | 16 | 64×64 |" in md
     assert "ours / torch.compile" in md and "## Targets (issue #11)" in md
     assert md.count("| not run |") == len(tg.evaluate([document_row])) - 4
-    text = readme.read_text()
+    text = page.read_text()
     assert text.startswith("intro\n") and text.endswith("outro\n") and "\nold\n" not in text
     assert "| document | f32 |" in text
-    docs = list((tmp_path / "docs").glob("benchmark-*.md"))
-    assert len(docs) == 1 and docs[0].read_text() == md and f"`docs/{docs[0].name}`" in text
+    full = list(page.parent.glob("attention-*.md"))
+    assert len(full) == 1 and full[0].read_text() == md and f"]({full[0].name})" in text
+    # no causal f32 row ran: the headline row is the first case at the table's shape
+    t = document_row["time"]
+    want = (f"| [attention](docs/benchmarks/attention.md) | document f32, S=64 D=16, forward | "
+            f"{t['ours'] * 1e3:.1f} ms | — | {t['ours'] / t['torch.compile']:.2f} | "
+            f"{t['ours'] / t['SDPA']:.2f} | 2 CPUs (Test CPU, family 1 model 2), 2026-12-06 10:00 UTC |")
+    assert readme_path.read_text() == HEADLINE.replace(
+        "| [attention](docs/benchmarks/attention.md) | old | old | old | old | old | old |", want)
 
 
-def test_readme_without_markers_is_an_error(tmp_path):
-    path = tmp_path / "README.md"
+def test_page_without_markers_is_an_error(tmp_path):
+    path = tmp_path / "attention.md"
     path.write_text("no markers\n")
     with pytest.raises(ValueError, match="no benchmark markers"):
-        report.update_readme(str(path), "table")
+        report.update_page(str(path), "table")
 
 
 def _row(case, dtype, S, D, ours, peer, sdpa=None, **kw):

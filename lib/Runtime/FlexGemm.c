@@ -15,12 +15,12 @@
  * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
  * run on it and only those it declines reach the BLAS. Products of up to
  * FLEX_GEMV_MAX_ROWS rows by a matrix with contiguous rows run on
- * FlexGemv.c (f32; bf16 with AVX512-BF16).
+ * Gemv/FlexGemv.c (f32 and bf16, on the kernels of the CPU's ISA).
  *
  *===----------------------------------------------------------------------===*/
 #include "FlexBf16.h"
 #include "FlexDnnl.h"
-#include "FlexGemv.h"
+#include "Gemv/FlexGemv.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -227,10 +227,11 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
                     int64_t scb, int64_t scm, int64_t scn, int64_t flags) {
   size_t es = bf16 ? 2 : 4, esc = (flags & OUTPUT_BF16) ? 2 : 4;
   /* A few rows times a weight with contiguous rows (a token, or one per
-   * sequence of a decode batch, through a linear layer) run on FlexGemv.c:
-   * f32 on every CPU, bf16 where the CPU has AVX512-BF16. oneDNN (bf16) or
-   * the BLAS runs the others, and a batch entry the kernel declines (so
-   * that no entry is computed, or accumulated into C, twice). */
+   * sequence of a decode batch, through a linear layer) run on
+   * Gemv/FlexGemv.c, f32 and bf16 on every CPU (never on the BLAS's
+   * one-thread GEMV). oneDNN (bf16) or the BLAS runs the others, and a
+   * batch entry the kernel declines (so that no entry is computed, or
+   * accumulated into C, twice). */
   int few_rows = M <= FLEX_GEMV_MAX_ROWS && sbk == 1 &&
                  (bf16 || !(flags & OUTPUT_BF16));
   /* Batch entry i's operands: a + i * sa, b + i * sb, c + i * sc (bytes). */

@@ -17,6 +17,14 @@ oneDNN is the pinned `onednn-cpu-gomp` wheel (its C API only, found through
 the wheel's file list); `$FLEX_BF16_GEMM` = `onednn` / `blas` forces the
 choice. `bf16_gemm_library()` says which one this process uses.
 
+Products of up to four rows by a weight with contiguous rows (decode) run
+on the runtime's own kernels instead (lib/Runtime/Gemv/), f32 and bf16, on
+every CPU: one kernel file per ISA, chosen from the CPU's features.
+`$TORCH_MLIR_FLEX_RUNTIME_ISA` (`generic`, `avx2`, `avx512`) or
+`set_runtime_isa()` caps them at a lower ISA (for tests and comparisons);
+`runtime_isa()` says which one is in effect, `gemv_products()` counts the
+products by ISA and dtype.
+
 `runtime_library()` is what the JIT loads (`JitFunction._shared_libs`);
 loading it through here hands the BLAS functions over once per process.
 """
@@ -35,6 +43,7 @@ ALLOC_FUNCTIONS = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_aligned_a
                    "_mlir_memref_to_llvm_free")
 BLAS_ENV = "FLEX_BLAS_LIB"
 BF16_ENV = "FLEX_BF16_GEMM"
+RUNTIME_ISA_ENV = "TORCH_MLIR_FLEX_RUNTIME_ISA"
 DNNL_DIST = "onednn-cpu-gomp"
 # oneDNN's C API functions that lib/Runtime/FlexDnnl.c calls, in its order.
 DNNL_FUNCTIONS = (
@@ -126,10 +135,82 @@ def dnnl_products() -> int:
     return _runtime_count("flex_runtime_dnnl_products")
 
 
-def gemv_products() -> int:
-    """How many one-row f32 products the runtime's own kernel
-    (FlexGemv.c) has run in this process."""
-    return _runtime_count("flex_runtime_gemv_products")
+def gemv_products(isa=None, dtype=None) -> int:
+    """How many few-row products the runtime's own kernels (Gemv/) have run
+    in this process: all of them, or those of one ISA's kernels (`isa`,
+    e.g. "avx2") and one weight dtype (`dtype`: torch.float32 or
+    torch.bfloat16; None: both)."""
+    if isa is None and dtype is None:
+        return _runtime_count("flex_runtime_gemv_products")
+    isas = runtime_isa_names() if isa is None else (_known_isa(isa),)
+    fn = _runtime_fn("flex_runtime_gemv_products_on", ctypes.c_int64, [ctypes.c_char_p, ctypes.c_int])
+    flags = (0, 1) if dtype is None else (_bf16_flag(dtype),)
+    return sum(fn(name.encode(), flag) for name in isas for flag in flags)
+
+
+def _bf16_flag(dtype) -> int:
+    import torch
+
+    if dtype not in (torch.float32, torch.bfloat16):
+        raise FlexBackendError(f"the few-row kernels take float32 or bfloat16 weights, not {dtype}")
+    return int(dtype == torch.bfloat16)
+
+
+def runtime_isa_names() -> tuple:
+    """The ISAs the runtime has kernels for, lowest first ("generic", and on
+    x86-64 "avx2", "avx512"), whether this CPU runs them or not."""
+    fn = _runtime_fn("flex_runtime_isa_name", ctypes.c_char_p, [ctypes.c_int])
+    names = []
+    while (name := fn(len(names))) is not None:
+        names.append(name.decode())
+    return tuple(names)
+
+
+def runtime_isas() -> tuple:
+    """The ISAs whose kernels this CPU runs, lowest first."""
+    fn = _runtime_fn("flex_runtime_isa_available", ctypes.c_int, [ctypes.c_char_p])
+    return tuple(name for name in runtime_isa_names() if fn(name.encode()))
+
+
+def _known_isa(name: str) -> str:
+    names = runtime_isa_names()
+    if name not in names:
+        raise FlexBackendError(f"unknown runtime ISA {name!r}: expected one of {', '.join(names)}")
+    return name
+
+
+def runtime_isa() -> str:
+    """The ISA of the few-row kernels in effect: the CPU's highest, or the
+    highest up to the cap of `$TORCH_MLIR_FLEX_RUNTIME_ISA` /
+    `set_runtime_isa()`."""
+    return _runtime_fn("flex_runtime_isa", ctypes.c_char_p, [])().decode()
+
+
+def gemv_kernel(dtype) -> str:
+    """The ISA whose kernel runs few-row products of `dtype` weights now
+    (below `runtime_isa()` where that ISA has none for the dtype: bf16 on
+    an AVX-512 CPU without AVX512-BF16 runs the AVX2 kernel)."""
+    fn = _runtime_fn("flex_runtime_gemv_kernel", ctypes.c_char_p, [ctypes.c_int])
+    return fn(_bf16_flag(dtype)).decode()
+
+
+def set_runtime_isa(name) -> str:
+    """Caps the few-row kernels at the ISA `name` ("generic", "avx2",
+    "avx512"; None: the CPU's highest) for this process; returns the ISA
+    then in effect (the highest this CPU has up to `name`).
+    FlexBackendError for an unknown name."""
+    if name is not None:
+        _known_isa(name)
+    fn = _runtime_fn("flex_runtime_set_isa", ctypes.c_char_p, [ctypes.c_char_p])
+    return fn(None if name is None else name.encode()).decode()
+
+
+def _runtime_fn(name: str, restype, argtypes):
+    """The runtime's function `name`, typed."""
+    runtime_library()
+    fn = getattr(_runtime, name)
+    fn.restype, fn.argtypes = restype, argtypes
+    return fn
 
 
 def _runtime_count(name: str) -> int:
@@ -160,6 +241,13 @@ def runtime_library() -> str:
         rt.flex_runtime_set_blas.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         rt.flex_runtime_set_blas(sgemm, bf16)
         _runtime = rt
+        isa = os.environ.get(RUNTIME_ISA_ENV, "").strip()
+        if isa:  # the library read it too; a bad name is an error here
+            try:
+                set_runtime_isa(isa)
+            except FlexBackendError as e:
+                _runtime = None  # every use says so, not only the first
+                raise FlexBackendError(f"{RUNTIME_ISA_ENV}={isa!r}: {e}") from None
     return path
 
 

@@ -7,6 +7,7 @@ runtime arguments.
     PYTHONPATH=python pytest -q test/python/backend/test_dense_matmul.py
 """
 
+import os
 import re
 import warnings
 
@@ -197,9 +198,10 @@ def test_linear_unit_dims(m, k, n):
 
 FEW_ROWS = {
     # name: (fn, shape of a, shape of b): up to 4 rows times a matrix with
-    # contiguous rows, the FlexGemv.c path (K not a multiple of its 16
-    # lanes: the 16-lane steps and the masked tail; 897: 64-element steps
-    # for one row, 32 for several).
+    # contiguous rows, the few-row kernels of lib/Runtime/Gemv/ (on the
+    # host's highest ISA here; each ISA's kernels: test_gemv_kernels.py).
+    # K not a multiple of the 8 or 16 lanes: the vector steps and the
+    # masked tail; 897: the unrolled steps of one row and of several.
     "linear": (lambda x, w: x @ w.t(), (1, 37), (29, 37)),
     "batched": (lambda a, b: a @ b.transpose(-1, -2), (3, 1, 37), (3, 29, 37)),
     "strided_row": (lambda x, w: x[:, ::2] @ w.t(), (1, 74), (29, 37)),
@@ -240,19 +242,26 @@ def _check_f32_product(fn, sa, sb):
 @pytest.mark.parametrize("name", ["linear", "batched", "strided_row", "threads", "long_k",
                                   "two_rows", "three_rows_batched", "four_rows_threads", "four_rows_long_k"])
 def test_few_row_bf16_products(name):
-    """bf16 products of up to 4 rows run on FlexGemv.c's VDPBF16PS kernel where the
-    CPU has AVX512-BF16 (else on oneDNN / the BLAS: the counter stays). The
-    result is the f32 sum of the bf16 products rounded once: within half a
-    bf16 ulp of the exact sum, plus the f32 sum's own error."""
+    """bf16 products of up to 4 rows run on the runtime's few-row kernels on
+    every host (never on oneDNN or the BLAS): VDPBF16PS where the CPU has
+    AVX512-BF16, else the weights widened to f32 on AVX2 (or in portable
+    C). The result is the f32 sum of the bf16 products rounded once: within
+    half a bf16 ulp of the exact sum, plus the f32 sum's own error."""
     from torch_mlir_flex.backend import blas, cpu_features
 
     fn, sa, sb = {**FEW_ROWS, "long_k": (lambda x, w: x @ w.t(), (1, 300), (7, 300)),
                   "four_rows_long_k": (lambda x, w: x @ w.t(), (4, 300), (7, 300))}[name]
     a, b = _rand(*sa, dtype=torch.bfloat16, seed=1), _rand(*sb, dtype=torch.bfloat16, seed=2)
-    before = blas.gemv_products()
+    # The host's kernel, from its CPU flags (capped like the runtime when
+    # the environment forces an ISA: 0 generic, 1 avx2, 2 avx512).
+    flags, cap = cpu_features.host_cpu_flags(), os.environ.get("TORCH_MLIR_FLEX_RUNTIME_ISA") or "avx512"
+    level = ["generic", "avx2", "avx512"].index(cap)
+    kernel = ("avx512" if level >= 2 and {"avx512f", "avx512bw", "avx512_bf16"} <= flags else
+              "avx2" if level >= 1 and {"avx2", "fma"} <= flags else "generic")
+    before, dnnl_before = blas.gemv_products(isa=kernel, dtype=torch.bfloat16), blas.dnnl_products()
     compiled = _check(Fn(fn), (a, b), gemm="flex_gemm_bf16")
-    ran = blas.gemv_products() > before
-    assert ran == ("avx512_bf16" in cpu_features.host_cpu_flags())
+    assert blas.gemv_products(isa=kernel, dtype=torch.bfloat16) > before
+    assert blas.dnnl_products() == dnnl_before
     exact = fn(a.double(), b.double())
     got = compiled(a, b).double()
     bound = exact.abs() * 2.0 ** -8 + 1e-5 * exact.abs().max()

@@ -1,0 +1,335 @@
+/*===- FlexGemv.c - products of a few rows on every CPU: the dispatcher ---===*
+ *
+ * flex_gemv_f32 / flex_gemv_bf16: y[m][n] (+)= sum_k x[m][k] * W[n][k] for
+ * m < M <= FLEX_GEMV_MAX_ROWS, n < N, where the rows of W are contiguous (a
+ * linear layer's weight: the product of a few tokens, one per sequence of a
+ * decode batch). Such a product reads the whole weight once and does M
+ * FMAs per element, so it is bound by memory bandwidth; the BLAS inside
+ * torch runs it on one thread (on a 2-core AMD Zen 4: 14.8 GB/s for the
+ * 151936 x 896 lm_head of a Qwen2-0.5B decode step, where two threads read
+ * 31 GB/s), and oneDNN ran the bf16 one at 17 GB/s. Here the output
+ * features are split between threads (libgomp's workers, torch's; pthreads
+ * started per call where the process has no libgomp; only products of at
+ * least MIN_PARALLEL weight elements are split), each running the kernel
+ * of the CPU's ISA (one file per ISA family beside this one, as ggml-cpu
+ * keeps them; FlexGemvKernels.h):
+ *   - FlexGemvAvx512.c: f32 with AVX512F; bf16 weights with AVX512-BF16
+ *     (VDPBF16PS on bf16 pairs);
+ *   - FlexGemvAvx2.c: f32 with AVX2 + FMA; bf16 weights widened to f32 in
+ *     registers (on AVX-512 CPUs without AVX512-BF16 too);
+ *   - FlexGemvGeneric.c: portable C for every other CPU.
+ * The kernels are chosen once per process from the CPU's features
+ * (__builtin_cpu_supports, in each ISA file's install function), the
+ * highest ISA first; TORCH_MLIR_FLEX_RUNTIME_ISA (read once) or
+ * flex_runtime_set_isa caps them at a lower ISA (for tests and
+ * comparisons). Each weight row is loaded once for the M rows of x; the
+ * BLAS packs the weight for M > 1 first (a second pass over it): a 4-row
+ * product of a tiny model's 256 x 128 weight spent most of its time
+ * packing. Reading the weight as one sequential stream matters for a
+ * model's short rows (896 elements): bf16 25 GB/s against 20 four rows at a
+ * time; f32, over a Qwen2-0.5B's weights, 41.5 GB/s against 28.5 (AVX-512).
+ * FLEX_GEMV=0 (read once) leaves every product to the BLAS.
+ *
+ *===----------------------------------------------------------------------===*/
+#define _GNU_SOURCE /* cpu_set_t */
+#include "FlexGemvKernels.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Split from 64 Ki weight elements: with 1 Mi, a Qwen2-0.5B's q/o (896 x
+   896) and k/v (128 x 896) products ran on one thread while the other
+   waited (9% of an f32 decode step's bytes; perf: the idle worker 7% of
+   the samples); 64 Ki: f32 decode 82.6/79.3/72.0 -> 77.7/72.2/56.7
+   ms/token in alternating processes, bf16 unchanged (38.7/40.7 ->
+   38.7/39.1). */
+enum { MIN_PARALLEL = 1 << 16, MAX_THREADS = 16 };
+
+/* ------------------------------------------------------------------------
+ * The ISAs, lowest first: each overrides the kernels of those before it
+ * that it has for this CPU. Adding an ISA: a file and a line here.
+ * ---------------------------------------------------------------------- */
+typedef struct {
+  const char *name;
+  int (*install)(FlexGemvKernels *);
+} Isa;
+
+static const Isa kIsas[] = {
+    {"generic", flex_gemv_install_generic},
+#if FLEX_GEMV_X86
+    {"avx2", flex_gemv_install_avx2},
+    {"avx512", flex_gemv_install_avx512},
+#endif
+};
+enum { NUM_ISAS = sizeof kIsas / sizeof kIsas[0], F32 = 0, BF16 = 1 };
+
+/* The kernels of the ISAs up to one of them (its cap). */
+typedef struct {
+  FlexGemvKernels kernels;
+  int isa_of[2]; /* kIsas index of the F32 / BF16 kernels */
+  int top;       /* the highest ISA of this CPU up to the cap */
+} Choice;
+
+static Choice g_choices[NUM_ISAS]; /* [c]: capped at kIsas[c] */
+static int g_available[NUM_ISAS];  /* the CPU runs kernels of kIsas[i] */
+static int g_cap = NUM_ISAS - 1;   /* the g_choices in use */
+static int64_t g_products[NUM_ISAS][2]; /* run, by ISA and weight dtype */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static int isa_index(const char *name) {
+  for (int i = 0; i < NUM_ISAS; ++i)
+    if (strcmp(kIsas[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+static void choose_kernels(void) {
+  FlexGemvKernels so_far;
+  memset(&so_far, 0, sizeof so_far);
+  int isa_of[2] = {-1, -1}, top = 0;
+  for (int i = 0; i < NUM_ISAS; ++i) {
+    FlexGemvKernels k;
+    memset(&k, 0, sizeof k);
+    g_available[i] = kIsas[i].install(&k);
+    if (g_available[i])
+      top = i;
+    if (k.f32.rows[0])
+      so_far.f32 = k.f32, isa_of[F32] = i;
+    if (k.bf16.rows[0])
+      so_far.bf16 = k.bf16, isa_of[BF16] = i;
+    g_choices[i].kernels = so_far;
+    g_choices[i].isa_of[F32] = isa_of[F32];
+    g_choices[i].isa_of[BF16] = isa_of[BF16];
+    g_choices[i].top = top;
+  }
+  const char *env = getenv("TORCH_MLIR_FLEX_RUNTIME_ISA");
+  int cap = env && *env ? isa_index(env) : -1;
+  __atomic_store_n(&g_cap, cap >= 0 ? cap : NUM_ISAS - 1, __ATOMIC_RELEASE);
+}
+
+static const Choice *choice(void) {
+  pthread_once(&g_once, choose_kernels);
+  return &g_choices[__atomic_load_n(&g_cap, __ATOMIC_ACQUIRE)];
+}
+
+const char *flex_runtime_set_isa(const char *name) {
+  pthread_once(&g_once, choose_kernels);
+  int cap = name && *name ? isa_index(name) : NUM_ISAS - 1;
+  if (cap < 0)
+    return NULL;
+  __atomic_store_n(&g_cap, cap, __ATOMIC_RELEASE);
+  return kIsas[g_choices[cap].top].name;
+}
+
+const char *flex_runtime_isa(void) { return kIsas[choice()->top].name; }
+
+const char *flex_runtime_isa_name(int i) {
+  return i >= 0 && i < NUM_ISAS ? kIsas[i].name : NULL;
+}
+
+int flex_runtime_isa_available(const char *name) {
+  pthread_once(&g_once, choose_kernels);
+  int i = name ? isa_index(name) : -1;
+  return i >= 0 && g_available[i];
+}
+
+const char *flex_runtime_gemv_kernel(int bf16) {
+  int i = choice()->isa_of[bf16 ? BF16 : F32];
+  return i >= 0 ? kIsas[i].name : NULL;
+}
+
+int64_t flex_runtime_gemv_products_on(const char *isa, int bf16) {
+  int i = isa ? isa_index(isa) : -1;
+  return i < 0 ? -1 : __atomic_load_n(&g_products[i][bf16 ? BF16 : F32], __ATOMIC_RELAXED);
+}
+
+int64_t flex_runtime_gemv_products(void) {
+  int64_t total = 0;
+  for (int i = 0; i < NUM_ISAS; ++i)
+    total += __atomic_load_n(&g_products[i][F32], __ATOMIC_RELAXED) +
+             __atomic_load_n(&g_products[i][BF16], __ATOMIC_RELAXED);
+  return total;
+}
+
+/* ------------------------------------------------------------------------
+ * Threads: shared by every ISA's kernels.
+ * ---------------------------------------------------------------------- */
+static void *run_slice(void *arg) {
+  const FlexGemvSlice *s = (const FlexGemvSlice *)arg;
+  s->rows(s);
+  return NULL;
+}
+
+static int num_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+  }
+  return 1;
+}
+
+static int enabled(void) {
+  static int cached = -1;
+  if (cached < 0) {
+    const char *v = getenv("FLEX_GEMV");
+    cached = !(v && strcmp(v, "0") == 0);
+  }
+  return cached;
+}
+
+/* libgomp, when the process has it (torch's): its workers run the slices.
+   They are the ones that torch's ops and our compiled regions use
+   (FlexKmpc.c), so they are awake after those, and pthreads of our own
+   started beside them competed with their spinning for the CPUs. */
+typedef struct {
+  void (*parallel)(void (*)(void *), void *, unsigned, unsigned);
+  int (*thread_num)(void), (*num_threads)(void), (*max_threads)(void);
+} Gomp;
+
+static const Gomp *gomp(void) {
+  static Gomp g;
+  static int state; /* 0: not looked up, 1: found, 2: missing */
+  if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 0) {
+    Gomp f;
+    *(void **)&f.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
+    *(void **)&f.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
+    *(void **)&f.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
+    *(void **)&f.max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+    int found = f.parallel && f.thread_num && f.num_threads && f.max_threads;
+    if (found)
+      g = f;
+    __atomic_store_n(&state, found ? 1 : 2, __ATOMIC_RELEASE);
+  }
+  return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 1 ? &g : NULL;
+}
+
+typedef struct {
+  FlexGemvSlice *slices;
+  int count;
+} Team;
+
+static void run_team_member(void *arg) {
+  const Team *team = (const Team *)arg;
+  const Gomp *g = gomp();
+  /* A smaller team than asked (nested region, thread limit): each member
+     takes every num_threads-th slice. */
+  for (int t = g->thread_num(); t < team->count; t += g->num_threads())
+    run_slice(&team->slices[t]);
+}
+
+/* Splits rows [0, N) of `proto` between threads (groups of `group` rows)
+   and runs them: on libgomp's workers (as many as torch's thread count),
+   else on pthreads started here. */
+static void split_and_run(const FlexGemvSlice *proto, int64_t N, int64_t K,
+                          int64_t group) {
+  const Gomp *g = gomp();
+  int threads = 1;
+  if (N * K >= MIN_PARALLEL) {
+    threads = num_cpus();
+    if (g && g->max_threads() < threads)
+      threads = g->max_threads() > 0 ? g->max_threads() : 1;
+  }
+  if (threads > N / group)
+    threads = N / group > 0 ? (int)(N / group) : 1;
+  FlexGemvSlice slices[MAX_THREADS];
+  int64_t groups = (N + group - 1) / group, per = groups / threads,
+          extra = groups % threads;
+  int64_t n = 0;
+  for (int t = 0; t < threads; ++t) {
+    int64_t count = (per + (t < extra)) * group;
+    slices[t] = *proto;
+    slices[t].n0 = n;
+    slices[t].n1 = n + count < N ? n + count : N;
+    n = slices[t].n1;
+  }
+  if (threads == 1) {
+    run_slice(&slices[0]);
+  } else if (g) {
+    Team team = {slices, threads};
+    g->parallel(run_team_member, &team, (unsigned)threads, 0);
+  } else {
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int t = 1; t < threads; ++t)
+      started[t] = pthread_create(&ids[t], NULL, run_slice, &slices[t]) == 0;
+    run_slice(&slices[0]);
+    for (int t = 1; t < threads; ++t) {
+      if (started[t])
+        pthread_join(ids[t], NULL);
+      else
+        run_slice(&slices[t]); /* no thread: this one does it */
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * The entry points.
+ * ---------------------------------------------------------------------- */
+
+/* The M rows of x (element (m, k) at m * sxm + k * sxk, `es` bytes each),
+   each contiguous, as the kernel reads them: x itself (rows *xm = sxm
+   apart) where it is so and needs no widening, else a malloc'ed M x K copy
+   in *copy, bf16 widened to f32 when `widen` (NULL when out of memory). */
+static const void *rows_of_x(const void *x, int64_t M, int64_t sxm, int64_t sxk,
+                             int64_t K, size_t es, int widen, void **copy,
+                             int64_t *xm) {
+  *copy = NULL;
+  *xm = sxm;
+  if (!widen && (sxk == 1 || K == 1))
+    return x;
+  size_t out_es = widen ? sizeof(float) : es;
+  char *packed = malloc((size_t)(M * K) * out_es);
+  if (packed)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) {
+        const char *from = (const char *)x + (m * sxm + k * sxk) * (int64_t)es;
+        if (widen)
+          ((float *)packed)[m * K + k] = flex_bf16_to_f32(*(const uint16_t *)from);
+        else
+          memcpy(packed + (m * K + k) * (int64_t)es, from, es);
+      }
+  *copy = packed;
+  *xm = K;
+  return packed;
+}
+
+/* One product on the kernels of `dtype` (F32 or BF16 weights). */
+static int run(int dtype, int64_t M, int64_t N, int64_t K, const void *x,
+               int64_t sxm, int64_t sxk, const void *w, int64_t ldw, void *y,
+               int64_t sym, int64_t syn, int out_bf16, int accumulate) {
+  if (M <= 0 || M > FLEX_GEMV_MAX_ROWS || N <= 0 || K <= 0 || !enabled())
+    return 0;
+  const Choice *c = choice();
+  const FlexGemvKernel *kernel = dtype == BF16 ? &c->kernels.bf16 : &c->kernels.f32;
+  void *copy;
+  int64_t xm;
+  const void *rows_x = rows_of_x(x, M, sxm, sxk, K, dtype == BF16 ? 2 : 4,
+                                 dtype == BF16 && kernel->x_f32, &copy, &xm);
+  if (!rows_x)
+    return 0;
+  FlexGemvSlice proto = {0,  0,   K,          ldw,      M,
+                         xm, rows_x, w,       y,        sym,
+                         syn, accumulate, out_bf16, kernel->rows[M - 1]};
+  /* f32: groups of 4 weight rows a thread (bf16: any row). */
+  split_and_run(&proto, N, K, dtype == F32 ? 4 : 1);
+  free(copy);
+  __atomic_add_fetch(&g_products[c->isa_of[dtype]][dtype], 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+int flex_gemv_f32(int64_t M, int64_t N, int64_t K, const float *x,
+                  int64_t sxm, int64_t sxk, const float *w, int64_t ldw,
+                  float *y, int64_t sym, int64_t syn, int accumulate) {
+  return run(F32, M, N, K, x, sxm, sxk, w, ldw, y, sym, syn, 0, accumulate);
+}
+
+int flex_gemv_bf16(int64_t M, int64_t N, int64_t K, const uint16_t *x,
+                   int64_t sxm, int64_t sxk, const uint16_t *w, int64_t ldw,
+                   void *y, int64_t sym, int64_t syn, int out_bf16,
+                   int accumulate) {
+  return run(BF16, M, N, K, x, sxm, sxk, w, ldw, y, sym, syn, out_bf16, accumulate);
+}

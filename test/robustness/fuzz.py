@@ -1,6 +1,6 @@
 """Mutation fuzzer for flex IR (see docs/robustness.md).
 
-Takes seed modules (test/Dialect/Flex/*.mlir, split at `// -----`, and
+Takes seed modules (test/Dialect/Flex/**/*.mlir, split at `// -----`, and
 test/robustness/inputs/*.mlir), applies textual mutations with a fixed seed,
 and runs `flex-opt` on the mutants.  The property checked is only "never dies
 by a signal": exit code 0, or 1 with an `error:` diagnostic, are both fine.
@@ -81,7 +81,7 @@ def _strip_lit(text: str) -> str:
 def seed_modules() -> List[Tuple[str, str]]:
     """(name, text) of every seed module: our inputs plus the lit tests."""
     out = []
-    files = sorted((HERE / "inputs").glob("*.mlir")) + sorted((ROOT / "test" / "Dialect" / "Flex").glob("*.mlir"))
+    files = sorted((HERE / "inputs").glob("*.mlir")) + sorted((ROOT / "test" / "Dialect" / "Flex").rglob("*.mlir"), key=lambda p: p.name)
     for f in files:
         chunks = f.read_text().split(SPLIT)
         for i, c in enumerate(chunks):

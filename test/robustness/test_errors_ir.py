@@ -198,7 +198,7 @@ def _widen_chunk_6():
     """Chunk #6 of widen-i1-memrefs.mlir, unmodified: cf branches."""
     from .fuzz import _strip_lit
 
-    return _strip_lit((ROOT / "test/Dialect/Flex/widen-i1-memrefs.mlir").read_text().split("// -----")[6])
+    return _strip_lit((ROOT / "test/Dialect/Flex/Memory/widen-i1-memrefs.mlir").read_text().split("// -----")[6])
 
 
 def _reference_pipeline():

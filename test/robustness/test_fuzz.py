@@ -68,7 +68,7 @@ def test_token_mutants_are_single_token_and_deterministic():
     # Every lit file is a seed, with the flex-opt arguments of its RUN lines.
     names = {n.split("#")[0] for n in seeds}
     assert all(str(f.relative_to(ROOT)) in names for f in (ROOT / "test/Dialect/Flex").glob("*.mlir"))
-    tiling = [r for n, _, r in token_fuzz.lit_seeds() if n.startswith("test/Dialect/Flex/tiling.mlir")][0]
+    tiling = [r for n, _, r in token_fuzz.lit_seeds() if n.startswith("test/Dialect/Flex/IR/tiling.mlir")][0]
     assert ["--transform-interpreter"] in tiling
 
 
@@ -87,7 +87,7 @@ def test_transform_sizes_sweep_flex_opt():
     diagnostics, never an abort (flex-opt's pre-verification)."""
     mutants = []
     for name, text, _ in token_fuzz.lit_seeds():
-        if not name.startswith("test/Dialect/Flex/tiling.mlir"):
+        if not name.startswith("test/Dialect/Flex/IR/tiling.mlir"):
             continue
         for t in token_fuzz.tokens(text):
             line = text[text.rfind("\n", 0, t.start()) + 1:text.find("\n", t.start())]

@@ -63,9 +63,9 @@ def run_args(text: str) -> List[List[str]]:
 
 def lit_seeds() -> List[Tuple[str, str, List[List[str]]]]:
     """(name, text, flex-opt argument lists) of every chunk of the lit tests
-    (test/Dialect/Flex) and of inputs/*.mlir, comments stripped."""
+    (test/Dialect/Flex and its folders) and of inputs/*.mlir, comments stripped."""
     out = []
-    files = sorted((ROOT / "test" / "Dialect" / "Flex").glob("*.mlir")) + sorted((HERE / "inputs").glob("*.mlir"))
+    files = sorted((ROOT / "test" / "Dialect" / "Flex").rglob("*.mlir"), key=lambda p: p.name) + sorted((HERE / "inputs").glob("*.mlir"))
     for f in files:
         whole = f.read_text()
         runs = run_args(whole)

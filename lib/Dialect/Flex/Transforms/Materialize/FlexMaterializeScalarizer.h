@@ -37,6 +37,8 @@ inline constexpr llvm::StringLiteral kPassName = "flex-materialize";
 bool isUnitTensor(Type t);
 /// The element type of a unit tensor, `t` if not shaped, null otherwise.
 Type scalarTypeOf(Type t);
+/// f16 or bf16.
+inline bool isHalfFloat(Type t) { return t && (t.isF16() || t.isBF16()); }
 std::string typeStr(Type t);
 /// Runs a score_mod traced on f16/bf16 scores in f32 (see the .cpp).
 void retypeHalfToF32(Block *block, Type half);

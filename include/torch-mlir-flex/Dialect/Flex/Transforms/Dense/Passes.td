@@ -1,0 +1,201 @@
+//===- Dense/Passes.td - dense ops: matmuls on the BLAS, fused elementwise chains, row parallelism ---*- tablegen -*-===//
+//
+// Passes of lib/Dialect/Flex/Transforms/Dense/ (tests: test/Dialect/Flex/Dense/).
+//
+//===----------------------------------------------------------------------===//
+#ifndef TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_DENSE_PASSES
+#define TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_DENSE_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FlexFoldMatmulOperands : Pass<"flex-fold-matmul-operands", "func::FuncOp"> {
+  let summary = "Fold transposes and bf16/f16 -> f32 extensions into matmul "
+                "operands, a bf16 rounding into the result";
+  let description = [{
+    torch-mlir lowers `aten.linear` to a `linalg.transpose` of the weight
+    (a full copy, every call) feeding `linalg.matmul`, and for bf16 with a
+    bias it also widens both operands to f32 first. On tensors, this pass
+    makes the matmul (or batch_matmul) read the producers' sources instead:
+
+    - a `linalg.transpose` that swaps the last two dims becomes the swap of
+      the two results of that operand's indexing map;
+    - an elementwise `linalg.generic` whose body is only `arith.extf` from
+      bf16/f16 to the matmul's f32 accumulator is dropped (the named op
+      extends its inputs to the output type itself), when both operands then
+      have the same element type;
+    - a bf16 x bf16 product into an f32 zero fill whose only reader is an
+      elementwise `linalg.generic` of `arith.truncf` to bf16 becomes a
+      product with that bf16 result (from a bf16 zero fill of the
+      truncation's init). As linalg IR this would accumulate in bf16; the
+      pass runs only in the BLAS pipelines, whose flex-matmul-to-blas
+      computes every bf16 product in f32 and rounds C once (flex_gemm_bf16,
+      lib/Runtime/FlexGemm.c): torch's numbers, without the f32 product in
+      memory.
+
+    ```mlir
+    %t = linalg.transpose ins(%w : tensor<32x16xf32>) outs(%e : tensor<16x32xf32>)
+           permutation = [1, 0]
+    %r = linalg.matmul ins(%x, %t : tensor<8x16xf32>, tensor<16x32xf32>) outs(%z ...)
+    ==>
+    %r = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                        affine_map<(m, n, k) -> (n, k)>,
+                                        affine_map<(m, n, k) -> (m, n)>]
+           ins(%x, %w : tensor<8x16xf32>, tensor<32x16xf32>) outs(%z ...)
+    ```
+    The transpose and the extension are erased when nothing else reads them.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def FlexMatmulToBlas : Pass<"flex-matmul-to-blas", "ModuleOp"> {
+  let summary = "Bufferized linalg.matmul / batch_matmul -> calls of the BLAS runtime";
+  let description = [{
+    Each `linalg.matmul` or `linalg.batch_matmul` on memrefs (any projected
+    permutation maps, strided layouts) whose operands are f32 x f32 -> f32,
+    or bf16 x bf16 -> f32 or bf16, becomes a call of the runtime library's
+    `flex_gemm_f32` / `flex_gemm_bf16` (lib/Runtime/FlexGemm.c), which runs
+    the product on the BLAS found at run time (backend/blas.py). The call
+    takes the aligned pointer, offset and the (batch, rows, cols) strides of
+    each operand, read with `memref.extract_strided_metadata`, so views
+    (transposed, sliced, expanded) are passed without copies:
+
+    ```mlir
+    linalg.fill ins(%c0 : f32) outs(%c : memref<8x32xf32>)
+    linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x32xf32>)
+                  outs(%c : memref<8x32xf32>)
+    ==>
+    func.call @flex_gemm_f32(%batch, %m, %n, %k,
+        %pa, %offa, %sab, %sam, %sak, %pb, %offb, %sbb, %sbk, %sbn,
+        %pc, %offc, %scb, %scm, %scn, %accumulate)
+        : (index, ...) -> ()
+    ```
+    A `linalg.fill` of zero into the output right before the product is
+    folded into the call (`accumulate` 0: C is overwritten). Runs after
+    buffer deallocation (the call reads raw pointers, so no buffer may be
+    freed between it and the op it replaces). Other element types and ops
+    are left to the loops.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def FlexParallelRows : Pass<"flex-parallel-rows", "func::FuncOp"> {
+  let summary = "Split large linalg ops on buffers across the threads "
+                "along their outermost parallel loop";
+  let description = [{
+    After the BLAS took the matmuls and flex-to-flash the attention, the
+    other linalg ops of a model (elementwise chains, the reductions of
+    norms, copies, fills) would run as loops on one thread. Each linalg op
+    on buffers directly in the function body, with static loop ranges and
+    at least `min-iterations` iterations in all, is tiled along its
+    outermost parallel loop of more than one iteration into `chunks` tiles
+    (fewer when the loop is shorter) of an `scf.parallel`; the tiled pipeline
+    with OpenMP makes that a worksharing loop (convert-scf-to-openmp, with
+    flex-omp-dynamic-schedule's dynamic schedule). Each tile is the same op
+    on subviews of disjoint output rows, so any parallel loop may be split,
+    whatever the other loops (a row reduction keeps its reduction whole in
+    each tile). Smaller ops (decode steps) and dynamic shapes stay on one
+    thread: a parallel region whose workers sleep costs about 100 us to
+    start.
+
+    ```mlir
+    linalg.generic {iterator_types = ["parallel", "reduction"]}
+        ins(%x : memref<2048x1024xf32>) outs(%s : memref<2048xf32>) {...}
+    ==>  (chunks = 8)
+    scf.parallel (%i) = (%c0) to (%c2048) step (%c256) {
+      %xs = memref.subview %x[%i, 0] [256, 1024] [1, 1] : ...
+      %ss = memref.subview %s[%i] [256] [1] : ...
+      linalg.generic {iterator_types = ["parallel", "reduction"]}
+          ins(%xs : ...) outs(%ss : ...) {...}
+    }
+    ```
+  }];
+  let options = [
+    Option<"minIterations", "min-iterations", "int64_t", /*default=*/"65536",
+           "Ops with fewer iterations (all loops) stay on one thread">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"8",
+           "Tiles of the split loop">,
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def FlexFuseElementwise : Pass<"flex-fuse-elementwise", "func::FuncOp"> {
+  let summary = "Fuse chains of elementwise linalg.generic ops on tensors "
+                "into their consumers, contractions excluded";
+  let description = [{
+    torch-mlir writes each aten op of a norm, a rotary embedding, a gated
+    activation or a residual add as its own linalg.generic, so every
+    intermediate would be a full-size buffer written and read back. This
+    pass fuses an all-parallel generic into the generic that consumes it
+    (MLIR's elementwise fusion) when:
+    - both sit directly in the function body (the tile ops flex-to-flash
+      built inside its loops keep their shape);
+    - the producer's result has no other use (nothing is computed twice)
+      and the consumer reads it element for element, with a permutation
+      map (no broadcast: a row's reciprocal norm is not recomputed per
+      element);
+    - the consumer is not a contraction (no reduction loop with more than
+      one input): products stay linalg ops the BLAS takes
+      (flex-matmul-to-blas), and a reduction with one input (a norm's sum
+      of squares) takes the squaring in.
+
+    ```mlir
+    %s = linalg.generic {iterator_types = ["parallel"]}
+        ins(%x : tensor<1024xf32>) outs(%e : tensor<1024xf32>) {
+      ^bb0(%a: f32, %o: f32):  %n = arith.negf %a : f32  linalg.yield %n : f32 }
+    %r = linalg.generic {iterator_types = ["parallel"]}
+        ins(%s, %y : tensor<1024xf32>, tensor<1024xf32>) outs(%e : ...) {
+      ^bb0(%a: f32, %b: f32, %o: f32): %m = arith.mulf %a, %b : f32 ... }
+    ==>
+    %r = linalg.generic {iterator_types = ["parallel"]}
+        ins(%x, %y : tensor<1024xf32>, tensor<1024xf32>) outs(%e : ...) {
+      ^bb0(%a: f32, %b: f32, %o: f32):
+        %n = arith.negf %a : f32  %m = arith.mulf %n, %b : f32 ... }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FlexWidenReductions : Pass<"flex-widen-reductions", "func::FuncOp"> {
+  let summary = "Accumulate bf16/f16 sum reductions in f32";
+  let description = [{
+    torch-mlir lowers the sum (or mean) of a bf16 or f16 tensor, e.g. an
+    RMSNorm's mean of squares, to a `linalg.generic` reduction whose
+    accumulator has the narrow type: every partial sum is rounded, so over
+    a row of 1024 values the result is off by up to a few percent, and
+    each addition goes through a conversion. Eager PyTorch accumulates in
+    f32. A reduction generic on tensors with one bf16/f16 init whose
+    block argument is only read by an `arith.addf` that is yielded gets an
+    f32 accumulator: its init is widened (a `linalg.fill` becomes an f32
+    fill of the extended value, anything else an elementwise `arith.extf`),
+    the summand is extended, and the result is rounded once (an
+    elementwise `arith.truncf`) into the original type.
+
+    ```mlir
+    %s = linalg.generic {iterator_types = ["parallel", "reduction"]}
+        ins(%x : tensor<8x1024xbf16>) outs(%zero : tensor<8xbf16>) {
+      ^bb0(%in: bf16, %out: bf16):
+        %a = arith.addf %in, %out : bf16
+        linalg.yield %a : bf16 }
+    ==>
+    %z32 = linalg.fill ins(%c0_f32) outs(tensor.empty() : tensor<8xf32>)
+    %s32 = linalg.generic ... ins(%x) outs(%z32 : tensor<8xf32>) {
+      ^bb0(%in: bf16, %out: f32):
+        %w = arith.extf %in : bf16 to f32
+        %a = arith.addf %w, %out : f32
+        linalg.yield %a : f32 }
+    %s = linalg.generic {elementwise arith.truncf} ins(%s32) -> tensor<8xbf16>
+    ```
+    Other reductions (max, products, several inits) are left alone.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+#endif // TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_DENSE_PASSES

@@ -24,22 +24,9 @@ from torch_mlir_flex import log
 from torch_mlir_flex.backend import JitFunction, cache, cache_trust, stage_cache
 from torch_mlir_flex.mlir.execution_engine import ExecutionEngine
 
-warnings.filterwarnings("ignore")
+from test_cache import ADD_EXP  # the same small program
 
-ADD_EXP = """func.func @main(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) -> tensor<4x8xf32> {
-  %e = tensor.empty() : tensor<4x8xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>,
-                                        affine_map<(i, j) -> (i, j)>],
-                       iterator_types = ["parallel", "parallel"]}
-      ins(%a, %b : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
-  ^bb0(%x: f32, %y: f32, %o: f32):
-    %s = arith.addf %x, %y : f32
-    %t = math.exp %s : f32
-    linalg.yield %t : f32
-  } -> tensor<4x8xf32>
-  return %r : tensor<4x8xf32>
-}
-"""
+warnings.filterwarnings("ignore")
 
 # Compiles ADD_EXP in a new process, checks it against eager and prints the
 # engine's kind and the warnings of the torch_mlir_flex logger.

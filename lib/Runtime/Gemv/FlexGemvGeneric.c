@@ -8,64 +8,70 @@
  * not reorder, as one accumulator would be, is not vectorized), summed in
  * a fixed order at the end; bf16 weights widened to f32 (exact) on the
  * fly, against x widened once per product by the dispatcher (x_f32).
- * One weight row at a time, read once for the M rows of x.
+ * One weight row at a time, read from memory once for the M rows of x.
  *
  *===----------------------------------------------------------------------===*/
 #include "FlexGemvKernels.h"
 
-enum { LANES = 8 };
+enum { LANES = 8, CHUNK = 512 };
 
-/* Weight k of a row: f32, or bf16 widened. `bf16` is a constant where
-   inlined. */
-__attribute__((always_inline)) static inline float weight(const void *row, int64_t k,
-                                                          const int bf16) {
-  return bf16 ? flex_bf16_to_f32(((const uint16_t *)row)[k]) : ((const float *)row)[k];
+/* acc[j] += sum of w[k] * x[k] over k = j mod LANES, k < n (n a multiple
+   of LANES): LANES independent sums, which vectorize. */
+static inline void add_dot(float *restrict acc, const float *restrict w,
+                           const float *restrict x, int64_t n) {
+  float a[LANES];
+  for (int j = 0; j < LANES; ++j)
+    a[j] = acc[j];
+  for (int64_t k = 0; k < n; k += LANES)
+    for (int j = 0; j < LANES; ++j)
+      a[j] += w[k + j] * x[k + j];
+  for (int j = 0; j < LANES; ++j)
+    acc[j] = a[j];
 }
 
-/* M (1..FLEX_GEMV_MAX_ROWS, a constant where inlined) rows of f32 x. */
-__attribute__((always_inline)) static inline void rows(const FlexGemvSlice *s, const int M,
-                                                       const int bf16) {
+/* Each weight row in chunks of CHUNK elements (bf16 widened into a block
+   on the stack), each chunk against the M rows of x in turn: the weights
+   read from memory once, then from the cache (one loop a row of x
+   vectorizes; the M rows in one loop did not). */
+__attribute__((always_inline)) static inline void rows(const FlexGemvSlice *s, const int bf16) {
+  const int64_t K = s->K, M = s->M, xm = s->xm;
   const float *x = (const float *)s->x;
-  const int64_t K = s->K, KL = K - K % LANES, xm = s->xm;
-  const size_t es = bf16 ? sizeof(uint16_t) : sizeof(float);
+  float wide[CHUNK];
   for (int64_t n = s->n0; n < s->n1; ++n) {
-    const void *r = (const char *)s->w + (size_t)(n * s->ldw) * es;
-    float acc[FLEX_GEMV_MAX_ROWS][LANES] = {{0}};
-    for (int64_t k = 0; k < KL; k += LANES) {
-      float w[LANES];
-      for (int j = 0; j < LANES; ++j)
-        w[j] = weight(r, k + j, bf16);
-      for (int m = 0; m < M; ++m)
-        for (int j = 0; j < LANES; ++j)
-          acc[m][j] += w[j] * x[m * xm + k + j];
+    float acc[FLEX_GEMV_MAX_ROWS][LANES] = {{0}}, tail[FLEX_GEMV_MAX_ROWS] = {0};
+    for (int64_t k0 = 0; k0 < K; k0 += CHUNK) {
+      const int64_t len = K - k0 < CHUNK ? K - k0 : CHUNK, vec = len - len % LANES;
+      const float *w;
+      if (bf16) {
+        const uint16_t *from = (const uint16_t *)s->w + n * s->ldw + k0;
+        for (int64_t k = 0; k < len; ++k)
+          wide[k] = flex_bf16_to_f32(from[k]);
+        w = wide;
+      } else {
+        w = (const float *)s->w + n * s->ldw + k0;
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        add_dot(acc[m], w, x + m * xm + k0, vec);
+        for (int64_t k = vec; k < len; ++k) /* the row's last elements */
+          tail[m] += w[k] * x[m * xm + k0 + k];
+      }
     }
-    for (int m = 0; m < M; ++m) {
-      float tail = 0.0f;
-      for (int64_t k = KL; k < K; ++k)
-        tail += weight(r, k, bf16) * x[m * xm + k];
+    for (int64_t m = 0; m < M; ++m) {
       float sum = 0.0f;
       for (int j = 0; j < LANES; ++j)
         sum += acc[m][j];
-      flex_gemv_store(s, m, n, sum + tail);
+      flex_gemv_store(s, m, n, sum + tail[m]);
     }
   }
 }
 
-static void f32_rows_1(const FlexGemvSlice *s) { rows(s, 1, 0); }
-static void f32_rows_2(const FlexGemvSlice *s) { rows(s, 2, 0); }
-static void f32_rows_3(const FlexGemvSlice *s) { rows(s, 3, 0); }
-static void f32_rows_4(const FlexGemvSlice *s) { rows(s, 4, 0); }
-static void bf16_rows_1(const FlexGemvSlice *s) { rows(s, 1, 1); }
-static void bf16_rows_2(const FlexGemvSlice *s) { rows(s, 2, 1); }
-static void bf16_rows_3(const FlexGemvSlice *s) { rows(s, 3, 1); }
-static void bf16_rows_4(const FlexGemvSlice *s) { rows(s, 4, 1); }
+static void f32_rows(const FlexGemvSlice *s) { rows(s, 0); }
+static void bf16_rows(const FlexGemvSlice *s) { rows(s, 1); }
 
 int flex_gemv_install_generic(FlexGemvKernels *k) {
-  static const FlexGemvRows f32[] = {f32_rows_1, f32_rows_2, f32_rows_3, f32_rows_4};
-  static const FlexGemvRows bf16[] = {bf16_rows_1, bf16_rows_2, bf16_rows_3, bf16_rows_4};
-  for (int m = 0; m < FLEX_GEMV_MAX_ROWS; ++m) {
-    k->f32.rows[m] = f32[m];
-    k->bf16.rows[m] = bf16[m];
+  for (int m = 0; m < FLEX_GEMV_MAX_ROWS; ++m) { /* one kernel for every M */
+    k->f32.rows[m] = f32_rows;
+    k->bf16.rows[m] = bf16_rows;
   }
   k->bf16.x_f32 = 1;
   return 1;

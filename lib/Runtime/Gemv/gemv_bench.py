@@ -6,9 +6,10 @@ kernels run it through flex_gemv_f32 / flex_gemv_bf16 of the built runtime,
 on torch's threads, each ISA forced in turn, and the f32 pass once more on
 the scalar loop that AVX2 hosts ran before these kernels (FlexGemv.c of
 `--old-commit`, built without its AVX-512 path). Prints GB/s of weights
-read (best of `--repeat` passes) and the host's CPU.
+read (best of `--repeat` rounds, the variants in turn in each) and the
+host's CPU.
 
-    PYTHONPATH=python python lib/Runtime/Gemv/gemv_bench.py [--rows 1] [--dtype f32 bf16]
+    PYTHONPATH=python python lib/Runtime/Gemv/gemv_bench.py [--rows 1] [--dtype f32 bf16] [--threads 1]
 """
 
 import argparse
@@ -69,20 +70,25 @@ def one_pass(gemv, ws, xs, ys, bf16):
         assert ok == 1, "the kernel declined the product"
 
 
-def rate(gemv, ws, rows, bf16, repeat):
-    """Best GB/s of weights read over `repeat` passes (after one warm-up)."""
+def rates(variants, ws, rows, bf16, repeat):
+    """Best GB/s of weights read, per variant (name: (gemv, set-up
+    function)), over `repeat` rounds of one pass of each in turn (after a
+    warm-up pass): a busy moment of the host slows one pass, not a
+    variant."""
     dtype = ws[0].dtype
     xs = {k: torch.randn(rows, k, dtype=torch.float32).to(dtype) for k in (HIDDEN, FFN)}
     xs = [xs[w.shape[1]] for w in ws]
     ys = [torch.empty(rows, w.shape[0], dtype=torch.float32) for w in ws]
     total = sum(w.numel() * w.element_size() for w in ws)
-    one_pass(gemv, ws, xs, ys, bf16)
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        one_pass(gemv, ws, xs, ys, bf16)
-        best = min(best, time.perf_counter() - t)
-    return total / best / 1e9, best * 1e3, total
+    best = {name: float("inf") for name in variants}
+    for round in range(repeat + 1):
+        for name, (gemv, setup) in variants.items():
+            setup()
+            t = time.perf_counter()
+            one_pass(gemv, ws, xs, ys, bf16)
+            if round:
+                best[name] = min(best[name], time.perf_counter() - t)
+    return {name: (total / t / 1e9, t * 1e3, total) for name, t in best.items()}
 
 
 def main():
@@ -90,8 +96,11 @@ def main():
     parser.add_argument("--rows", type=int, default=1, help="rows of x (1: batch-1 decode; up to 4)")
     parser.add_argument("--dtype", nargs="+", default=["f32", "bf16"], choices=["f32", "bf16"])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="torch's threads (default: torch's own)")
     parser.add_argument("--no-old", action="store_true", help="skip the old scalar loop")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     blas.runtime_library()
     rt = ctypes.CDLL(blas.runtime_library_path())
     cpu = cpu_features._first_cpu()
@@ -103,18 +112,17 @@ def main():
         bf16 = name == "bf16"
         ws = weights(torch.bfloat16 if bf16 else torch.float32)
         gemv = typed(rt.flex_gemv_bf16 if bf16 else rt.flex_gemv_f32, bf16)
-        for isa in blas.runtime_isas():
-            blas.set_runtime_isa(isa)
-            gbs, ms, total = rate(gemv, ws, args.rows, bf16, args.repeat)
-            print(f"{name:5s} {isa:8s} kernel {blas.gemv_kernel(ws[0].dtype):8s} {gbs:6.1f} GB/s "
-                  f"{ms:7.1f} ms/pass ({total / 1e9:.2f} GB)", flush=True)
-        blas.set_runtime_isa(None)
+        variants = {isa: (gemv, lambda isa=isa: blas.set_runtime_isa(isa)) for isa in blas.runtime_isas()}
         if not bf16 and not args.no_old:
-            gbs, ms, total = rate(typed(old_scalar_library().flex_gemv_f32, False), ws, args.rows, False,
-                                  args.repeat)
-            print(f"{name:5s} old scalar loop   {gbs:6.1f} GB/s {ms:7.1f} ms/pass ({total / 1e9:.2f} GB)",
+            variants["old scalar loop"] = (typed(old_scalar_library().flex_gemv_f32, False), lambda: None)
+        kernels = {isa: blas.set_runtime_isa(isa) and blas.gemv_kernel(ws[0].dtype) for isa in blas.runtime_isas()}
+        for variant, (gbs, ms, total) in rates(variants, ws, args.rows, bf16, args.repeat).items():
+            kernel = f"kernel {kernels[variant]:8s}" if variant in kernels else ""
+            print(f"{name:5s} {variant:16s} {kernel:15s} {gbs:6.1f} GB/s {ms:7.1f} ms/pass ({total / 1e9:.2f} GB)",
                   flush=True)
+        blas.set_runtime_isa(None)
         del ws
+    return 0
 
 
 if __name__ == "__main__":

@@ -7,14 +7,17 @@ Each graph that Dynamo captures (an `fx.GraphModule`, flex_attention calls
 included as higher-order ops) goes through `torch.export` and the stages of
 `backend.compile` (import, to_linalg, materialize, lower + JIT). Graphs the
 pipeline cannot take run in eager PyTorch, with a warning on the
-`torch_mlir_flex.dynamo` logger that names the reason.
+`torch_mlir_flex.dynamo` logger that names the reason. torch.compile's
+`mode` and `options` reach `flex_backend` (backend_args.py).
 
 A graph that needs autograd (grad mode on and an input that requires
 grad) goes through AOTAutograd: its forward and backward graphs are
 compiled here too (training.py), flex_attention's backward included
 (device_check.py lets Dynamo trace it on CPU for this backend). Dynamic shapes (Dynamo's automatic
 dynamic after a shape change, `dynamic=True`, `mark_dynamic`) compile once
-for the range of sizes (graph_inputs.py). Graphs that update inputs in
+for the range of sizes (graph_inputs.py); sizes torch.export refuses to
+keep dynamic are compiled at the example's values, with Dynamo guards
+(specialize.py), never left to eager. Graphs that update inputs in
 place (a KV cache's `index_copy_`) write the new values into the caller's
 tensors (backend/mutations.py). What a graph cannot be compiled for is
 decided from its exported program, before any lowering.
@@ -37,20 +40,30 @@ stats = collections.Counter()
 
 
 def flex_backend(gm, example_inputs: List, backend: Optional[str] = None,
-                 options: Optional[dict] = None) -> Callable:
+                 options: Optional[dict] = None, mode: Optional[str] = None, **other) -> Callable:
     """The Dynamo backend: returns a callable for `gm`, ours or `gm.forward`.
-    `torch.compile(..., options={"backend": "reference"})` picks the
-    lowering pipeline (default: the tiled one)."""
-    unknown = set(options or ()) - {"backend"}
-    if unknown:
-        raise ValueError(f"torch_mlir_flex: unknown options {sorted(unknown)}; supported: 'backend'")
-    backend = (options or {}).get("backend", backend)
+
+    Takes what `torch.compile(fn, backend="torch_mlir_flex", mode=...,
+    options=...)` passes a registered backend (backend_args.py):
+    `options={"backend": "reference"}` picks the lowering pipeline
+    (default: the tiled one), `options={"opt_level": 0}` the JIT's LLVM
+    level (0-3, default 2); Inductor's options and every `mode` ("default",
+    "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs": CUDA
+    graphs and autotuning) are accepted and ignored, with a DEBUG record.
+    An unknown mode or option raises ValueError, as torch does for
+    Inductor. Keywords a later torch may add are ignored (DEBUG)."""
+    from .backend_args import parse
+
+    for key in sorted(other):
+        log.debug("torch_mlir_flex: backend argument %s=%r ignored", key, other[key])
+    args = parse(mode, options, backend)
     stats["graphs"] += 1
     if needs_autograd(example_inputs):
         from .training import aot_backend
 
-        return aot_backend(gm, example_inputs, backend)
-    return compile_graph(gm, example_inputs, backend, f"graph{stats['graphs'] - 1}")
+        return aot_backend(gm, example_inputs, args.pipeline, args.opt_level)
+    return compile_graph(gm, example_inputs, args.pipeline, f"graph{stats['graphs'] - 1}",
+                         opt_level=args.opt_level)
 
 
 def needs_autograd(example_inputs) -> bool:
@@ -61,18 +74,15 @@ def needs_autograd(example_inputs) -> bool:
 
 
 def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: str,
-                  kind: str = "compiled", keep_strides: bool = False) -> Callable:
+                  kind: str = "compiled", keep_strides: bool = False, opt_level: int = 2) -> Callable:
     """Our compiled function for `gm`, or `gm.forward` with a warning that
     names the reason; `stats[kind]` or `stats["eager"]` counts it.
     `keep_strides`: export with the examples' strides (AOTAutograd's
     graphs view tensors whose layout the forward fixed, e.g. a flex output
     in its query's stride order) instead of contiguous copies."""
-    from ..backend.compile import FlexCompileError, compile
-    from ..backend.pipelines import DEFAULT_BACKEND
+    from ..backend.compile import FlexCompileError
 
     import torch
-
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     from .graph_inputs import GraphInputs, GraphOutputs, UnsupportedInputs
 
@@ -84,23 +94,16 @@ def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: s
             if not _has_tensor_ops(gm):
                 stats["python"] += 1  # arithmetic on sizes only: nothing to compile
                 return gm.forward
-            dynamic = inputs.dynamic_shapes() if inputs.is_dynamic else None
-            # Outside Dynamo's tracing context: torch.export would otherwise
-            # trace in Dynamo's fake mode and add guards on our wrapper's
-            # arguments to the frame's shape environment.
             # Contiguous examples: the compiled function takes contiguous
             # tensors (the call copies others), and export would read a
             # view's strides as relations between its symbolic sizes (a
             # sliding-window cache slice: "specialized to a constant").
             examples = tuple(x.contiguous() if isinstance(x, torch.Tensor) and not keep_strides else x
                              for x in inputs.examples)
-            # AOTAutograd calls its compilers with Dynamo's fake mode active.
-            with torch._guards.tracing(None), unset_fake_temporarily():
-                compiled = compile(inputs.module(outputs.tensor_graph(gm)), examples,
-                                   backend=backend or DEFAULT_BACKEND,
-                                   func_name=func_name, dynamic_shapes=dynamic,
-                                   exported_check=_check_outputs)
-            if dynamic is not None:
+            module = inputs.module(outputs.tensor_graph(gm))
+            compiled, dynamic = _compile_specializing_refused(module, examples, inputs, backend,
+                                                              func_name, opt_level)
+            if dynamic:
                 stats["dynamic"] += 1
             if not (inputs.is_identity and outputs.all_tensors):
                 compiled = _ArgumentsOf(compiled, inputs, outputs)
@@ -117,6 +120,48 @@ def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: s
         return gm.forward
     stats[kind] += 1
     return compiled
+
+
+def _compile_specializing_refused(module, examples, inputs, backend, func_name, opt_level):
+    """(compiled function, whether a size stays dynamic). When torch.export
+    refuses dynamic sizes (specialize.py), the sizes it names are fixed to
+    the example's, with Dynamo guards for them, and the export is retried;
+    the message is logged at INFO."""
+    from ..backend.compile import FlexCompileError, compile
+    from ..backend.pipelines import DEFAULT_BACKEND
+
+    import torch
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from . import specialize
+
+    static = set()
+    while True:
+        dynamic = inputs.dynamic_shapes(static) if inputs.is_dynamic else None
+        try:
+            # Outside Dynamo's tracing context: torch.export would otherwise
+            # trace in Dynamo's fake mode and add guards on our wrapper's
+            # arguments to the frame's shape environment.
+            # AOTAutograd calls its compilers with Dynamo's fake mode active.
+            with torch._guards.tracing(None), unset_fake_temporarily():
+                compiled = compile(module, examples, backend=backend or DEFAULT_BACKEND,
+                                   func_name=func_name, dynamic_shapes=dynamic, opt_level=opt_level,
+                                   exported_check=_check_outputs)
+            return compiled, dynamic is not None
+        except FlexCompileError as e:
+            message = specialize.refusal(e) if dynamic is not None else None
+            if message is None:
+                raise
+            named = inputs.symbols_at(specialize.refused_positions(message)) - static
+            fixed = named or set(inputs.symbols) - static  # unreadable: all of them
+            if not fixed or not specialize.guard_equal_to_examples(inputs.sym_ints[s] for s in fixed):
+                raise
+            static |= fixed
+            stats["specialized"] += 1
+            log.info("torch_mlir_flex: %s: torch.export refused dynamic sizes (%s); compiling with "
+                     "%s fixed to the example's values (Dynamo recompiles for others)", func_name,
+                     specialize.constraint_lines(message),
+                     ", ".join(f"{s}={int(inputs.sym_ints[s].node.hint)}" for s in sorted(fixed, key=str)))
 
 
 def unsupported_reason(example_inputs) -> Optional[str]:

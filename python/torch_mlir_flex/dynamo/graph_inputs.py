@@ -13,6 +13,10 @@ argument dynamic for `torch.export`; the ints become scalar arguments of
 the compiled function (backend/calling.py). One compilation then serves
 every size and value in the range of Dynamo's guards (outside it, Dynamo
 recompiles; what the exported program rules out raises at the call).
+A size Dynamo's guards fixed to a constant while tracing (a dim marked
+dynamic that a `view(..., 2, 8)` pins to 16) is static for the export.
+`dynamic_shapes(static)` keeps the symbols in `static` at their example
+values (specialize.py: what torch.export refused).
 """
 
 from typing import List, Tuple
@@ -32,6 +36,13 @@ def _expr(size):
     if expr is not None and env is not None:
         expr = env.replace(expr)
     return expr
+
+
+def _dynamic(size) -> bool:
+    """Whether a size is a symbol or an expression of symbols (not an int,
+    nor a SymInt Dynamo's guards fixed to a constant)."""
+    e = _expr(size)
+    return e is not None and not e.is_number
 
 
 def _code(expr, name) -> str:
@@ -81,6 +92,7 @@ class GraphInputs:
         self.examples: List = []  # tensors, and ints for the dynamic ints
         self.fake_shapes: List = []  # per argument: its shape, or None for an int
         self.symbols = {}  # sympy symbol -> (argument k, dim d or None for an int argument)
+        self.sym_ints = {}  # sympy symbol -> a SymInt of Dynamo's that it is (to guard on)
         for i, (node, x) in enumerate(zip(placeholders, example_inputs)):
             if not isinstance(x, torch.Tensor):
                 continue
@@ -90,6 +102,7 @@ class GraphInputs:
                 e = _expr(size)
                 if isinstance(e, sympy.Symbol):
                     self.symbols.setdefault(e, (len(self.arguments), d))
+                    self.sym_ints.setdefault(e, size)
             self.arguments.append(i)
             self.examples.append(x)
             self.fake_shapes.append(shape)
@@ -109,6 +122,7 @@ class GraphInputs:
             elif isinstance(e, sympy.Symbol):
                 # A dynamic Python int: a scalar argument of its own.
                 self.symbols[e] = (len(self.arguments), None)
+                self.sym_ints[e] = x
                 self.sources.append(("arg", len(self.arguments)))
                 self.arguments.append(i)
                 self.examples.append(int(x.node.hint))
@@ -119,7 +133,7 @@ class GraphInputs:
 
     @property
     def is_dynamic(self) -> bool:
-        return any(shape is None or any(_expr(s) is not None for s in shape) for shape in self.fake_shapes)
+        return any(shape is None or any(_dynamic(s) for s in shape) for shape in self.fake_shapes)
 
     @property
     def is_identity(self) -> bool:
@@ -127,16 +141,36 @@ class GraphInputs:
         return all(src == ("arg", i) for i, src in enumerate(self.sources)) and \
             len(self.arguments) == len(self.sources)
 
-    def dynamic_shapes(self):
-        """torch.export's `dynamic_shapes` for `module()`: every symbolic dim
-        and every int dynamic (`Dim.DYNAMIC`: export fails, rather than
-        specializing, when the graph rules a size out)."""
+    def dynamic_shapes(self, static=frozenset()):
+        """torch.export's `dynamic_shapes` for `module()`, or None when no
+        size is dynamic: every symbolic dim and every int dynamic
+        (`Dim.DYNAMIC`: export fails, rather than specializing, when the
+        graph rules a size out), except those of the symbols in `static`."""
         from torch.export import Dim
 
-        specs = tuple(Dim.DYNAMIC if shape is None else
-                      ({d: Dim.DYNAMIC for d, s in enumerate(shape) if _expr(s) is not None} or None)
-                      for shape in self.fake_shapes)
-        return (specs,)
+        def dim_spec(shape):
+            dims = {d: Dim.DYNAMIC for d, s in enumerate(shape)
+                    if _dynamic(s) and not _expr(s).free_symbols & set(static)}
+            return dims or None
+
+        ints = {k: sym for sym, (k, d) in self.symbols.items() if d is None}
+        specs = tuple((None if ints[k] in static else Dim.DYNAMIC) if shape is None else dim_spec(shape)
+                      for k, shape in enumerate(self.fake_shapes))
+        return (specs,) if any(s is not None for s in specs) else None
+
+    def symbols_at(self, positions):
+        """The symbols of the sizes at `positions`: (argument k, dim d), d
+        None for an int argument."""
+        out = set()
+        for k, d in positions:
+            if not 0 <= k < len(self.fake_shapes):
+                continue
+            shape = self.fake_shapes[k]
+            if shape is None:
+                out |= {sym for sym, (kk, dd) in self.symbols.items() if kk == k and dd is None}
+            elif d is not None and 0 <= d < len(shape) and _dynamic(shape[d]):
+                out |= set(_expr(shape[d]).free_symbols) & set(self.symbols)
+        return out
 
     def module(self, gm):
         """`gm` as a module of the arguments alone."""

@@ -19,7 +19,7 @@ stay dynamic): the graphs view tensors whose layout the forward fixed.
 from typing import Callable, List, Optional
 
 
-def aot_backend(gm, example_inputs: List, backend: Optional[str]) -> Callable:
+def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int = 2) -> Callable:
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
@@ -38,7 +38,7 @@ def aot_backend(gm, example_inputs: List, backend: Optional[str]) -> Callable:
                 inline_scalar_constants(graph)
             drop_detaches(graph)
             fn = compile_graph(graph, real_examples(fakes), backend, f"{name}_{kind}", kind=kind,
-                               keep_strides=True)
+                               keep_strides=True, opt_level=opt_level)
             return make_boxed_func(fn)
 
         return compile_

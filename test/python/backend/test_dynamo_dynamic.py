@@ -1,19 +1,21 @@
 """torch.compile(backend="torch_mlir_flex") on what serving code hands the
 backend: symbolic sizes and Python ints (compiled once for the range),
 graphs that update a cache in place, modifiers that close over a per-call
-offset, and the graph that builds a BlockMask. Every case: numerics equal
-to eager PyTorch and no graph left in eager.
+offset, the graph that builds a BlockMask, and sizes torch.export refuses
+to keep dynamic (compiled specialized, not in eager). Every case:
+numerics equal to eager PyTorch and no graph left in eager.
 
     PYTHONPATH=python pytest -q test/python/backend/test_dynamo_dynamic.py
 """
 
+import logging
 import warnings
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from torch_mlir_flex import dynamo
+from torch_mlir_flex import dynamo, log
 
 warnings.filterwarnings("ignore")
 dynamo.register()
@@ -194,3 +196,64 @@ def test_tensor_subclass_input_is_refused_by_name(fresh):
     torch.testing.assert_close(out.as_subclass(torch.Tensor), torch.tanh(x.as_subclass(torch.Tensor) @ w))
     assert delta("eager") == 1 and delta("compiled") == 0
     assert len(warned) == 1 and "tensor subclass (Tagged)" in warned[0], warned
+
+
+def split_heads_view(x):
+    """Every dim dynamic (dynamic=True), but the view pins the last to 16:
+    Dynamo's guards fix it, the export keeps it static."""
+    return torch.tanh(x.view(x.shape[0], x.shape[1], 2, 8)).sum(-1)
+
+
+def test_size_pinned_by_dynamo_is_static_for_the_export(fresh):
+    delta, warned = fresh
+    fn = torch.compile(split_heads_view, backend="torch_mlir_flex", dynamic=True)
+    for b, s in ((2, 5), (3, 7), (1, 9)):
+        x = torch.randn(b, s, 16)
+        torch.testing.assert_close(fn(x), split_heads_view(x), rtol=1e-5, atol=1e-5)
+    assert delta("eager") == 0 and delta("specialized") == 0, warned
+    assert delta("compiled") <= 2 and delta("dynamic") >= 1
+
+
+@torch._dynamo.allow_in_graph
+def _heads(x):
+    """A library function that takes another path under export (as
+    transformers' do): there `int()` of a size pins it, where Dynamo's
+    trace kept it symbolic."""
+    if torch.compiler.is_exporting():
+        return x.reshape(x.shape[0], 4, int(x.shape[1]) // 4)
+    return x.reshape(x.shape[0], 4, -1)
+
+
+def heads_then_reduce(x, w):
+    return torch.tanh(_heads(x @ w)).sum(-1)
+
+
+def test_size_export_refuses_compiles_specialized(fresh):
+    """torch.export refuses the dynamic width ("Constraints violated"):
+    the graph compiles with it fixed to the example's value, the batch dim
+    stays dynamic, the log names the constraint, and Dynamo's guards
+    recompile for another width instead of running our function on it."""
+    delta, warned = fresh
+    fn = torch.compile(heads_then_reduce, backend="torch_mlir_flex", dynamic=True)
+    g = torch.Generator().manual_seed(2)
+    with log.capture(logging.INFO) as records:
+        for rows, width in ((3, 24), (5, 24), (7, 24), (3, 32), (6, 32)):
+            x, w = torch.randn(rows, 8, generator=g), torch.randn(8, width, generator=g)
+            torch.testing.assert_close(fn(x, w), heads_then_reduce(x, w), rtol=1e-5, atol=1e-5)
+    assert delta("eager") == 0, warned
+    assert delta("compiled") == 2 and delta("specialized") == 2 and delta("dynamic") == 2
+    refused = [r for r in records if "torch.export refused dynamic sizes" in r]
+    assert len(refused) == 2, records
+    assert "L['args'][1].size()[1]" in refused[0] and "specialized it to be a constant (24)" in refused[0]
+    assert "=24 fixed to the example's values" in refused[0] and "=32 fixed" in refused[1]
+
+
+def test_refused_positions_are_read_from_the_message():
+    from torch_mlir_flex.dynamo import specialize
+
+    msg = ("Constraints violated (L['args'][0].size()[2], L['args'][3])! For more information...\n"
+           "  - You marked L['args'][0].size()[2] as dynamic but your code specialized it to be a "
+           "constant (16). Also L['args'][1].size()[0]")
+    assert specialize.refused_positions(msg) == [(0, 2), (3, None)]
+    assert specialize.constraint_lines(msg).startswith("You marked L['args'][0].size()[2] as dynamic")
+    assert specialize.refused_positions("no list; inputs['args'][1].shape[0] pinned") == [(1, 0)]

@@ -8,6 +8,16 @@ TORCH_MLIR_FLEX_BF16_DOT=0 (the named pipelines are built when
 torch_mlir_flex is imported; `tiled_pipeline()` reads it on each call).
 The JIT compiles for the host CPU, so the instructions it selects are the
 host's.
+
+`vector_isa()` is the vector ISA the JIT's code is made for: "avx512" when
+the host has avx512f, else "avx2", capped by TORCH_MLIR_FLEX_ISA=avx2|avx512
+(a cap above the host's is lowered to the host's). `vector_bits_default()`
+gives flex-to-flash's / flex-backward-to-flash's `vector-bits` from it (512
+or 256: the micro-kernels block for 32 zmm or 16 ymm registers), and with
+the cap at avx2 on an AVX-512 host `jit_target_cpu()` names the CPU the
+JIT's functions are compiled for instead of the host ("x86-64-v3": AVX2,
+FMA, no AVX-512), so that the AVX2 code paths run (and are testable) on any
+x86-64 host; bf16-dot and AMX are then off.
 """
 
 import functools
@@ -53,9 +63,51 @@ def host_has_avx512_bf16() -> bool:
     return "avx512_bf16" in host_cpu_flags()
 
 
+ISA_ENV = "TORCH_MLIR_FLEX_ISA"
+_ISA_RANK = {"avx2": 0, "avx512": 1}
+# The x86-64 micro-architecture level of an AVX2+FMA host (LLVM's CPU name).
+AVX2_TARGET_CPU = "x86-64-v3"
+
+
+def host_vector_isa() -> str:
+    """The host's widest vector ISA the kernels have: "avx512" (avx512f)
+    or "avx2" (everything else on x86-64; the AVX2 blocking is also what
+    LLVM's generic x86-64 code does best with)."""
+    return "avx512" if "avx512f" in host_cpu_flags() else "avx2"
+
+
+def vector_isa() -> str:
+    """The vector ISA of the JIT's code: the host's, capped by
+    $TORCH_MLIR_FLEX_ISA (avx2 | avx512; a cap above the host's is the
+    host's). Raises ValueError for another value."""
+    host = host_vector_isa()
+    cap = os.environ.get(ISA_ENV, "").strip().lower()
+    if not cap:
+        return host
+    if cap not in _ISA_RANK:
+        raise ValueError(f"{ISA_ENV}={cap!r}: expected one of {sorted(_ISA_RANK)}")
+    return cap if _ISA_RANK[cap] < _ISA_RANK[host] else host
+
+
+def vector_bits_default() -> int:
+    """flex-to-flash's and flex-backward-to-flash's `vector-bits`: 512 with
+    AVX-512 (vector_isa), else 256."""
+    return 512 if vector_isa() == "avx512" else 256
+
+
+def jit_target_cpu():
+    """The CPU the JIT's functions are compiled for when it is not the host
+    (their `target_cpu`): AVX2_TARGET_CPU when $TORCH_MLIR_FLEX_ISA caps an
+    AVX-512 host at avx2; None: the host's CPU."""
+    if vector_isa() == "avx2" and host_vector_isa() == "avx512":
+        return AVX2_TARGET_CPU
+    return None
+
+
 def bf16_dot_default() -> bool:
-    """Whether the default pipelines use flex-to-flash's bf16-dot."""
-    if os.environ.get(BF16_DOT_ENV, "").strip() == "0":
+    """Whether the default pipelines use flex-to-flash's bf16-dot (never
+    with the ISA capped at avx2)."""
+    if os.environ.get(BF16_DOT_ENV, "").strip() == "0" or vector_isa() != "avx512":
         return False
     return host_has_avx512_bf16()
 
@@ -98,8 +150,8 @@ def host_has_bf16_dot() -> bool:
 def amx_default() -> bool:
     """Whether the default pipelines run the backward's contractions on AMX
     tiles (bf16 inputs): when the host has them, unless
-    TORCH_MLIR_FLEX_AMX=0."""
-    if os.environ.get(AMX_ENV, "").strip() == "0":
+    TORCH_MLIR_FLEX_AMX=0 (or the ISA capped at avx2)."""
+    if os.environ.get(AMX_ENV, "").strip() == "0" or vector_isa() != "avx512":
         return False
     return host_has_amx_bf16()
 

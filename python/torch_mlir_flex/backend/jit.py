@@ -103,6 +103,12 @@ class JitFunction:
             # Only its text is kept (`lowered`): the module goes once the
             # function is bound (5-10 MiB of a 24-layer model's compile).
             module, self.lowered_text = self._lower(module, module_text, text, pipeline)
+            from .cpu_features import jit_target_cpu
+
+            target_cpu = jit_target_cpu()
+            if target_cpu is not None:  # TORCH_MLIR_FLEX_ISA below the host's
+                _set_target_cpu(module, target_cpu)
+                self.lowered_text = str(module)  # keys the compile cache
             libs = self._shared_libs(text, shared_libs, module)
             _check_external_symbols(module, libs)
             try:
@@ -367,6 +373,23 @@ class JitFunction:
 # Scalar arguments passed by value (memref_abi.PackedCall), by dtype; "int"
 # for the others.
 _SCALAR_KINDS = {"torch.float64": "f64", "torch.float32": "f32"}
+
+
+def _set_target_cpu(module, cpu: str) -> None:
+    """Compiles every function of the lowered `module` for `cpu` (LLVM's
+    `target-cpu`) without AVX-512 (`target-features` -avx512f, which also
+    clears the AVX-512 extensions) instead of the host CPU the
+    ExecutionEngine's target machine is made for: MLIR's Python
+    ExecutionEngine takes no CPU or features, but LLVM's x86 back end reads
+    both from each function's attributes, which replace the target
+    machine's."""
+    ctx = module.context
+    cpu_attr = ir.StringAttr.get(cpu, context=ctx)
+    features = ir.Attribute.parse('#llvm.target_features<["-avx512f"]>', context=ctx)
+    for op in module.body.operations:
+        if op.operation.name == "llvm.func":
+            op.attributes["target_cpu"] = cpu_attr
+            op.attributes["target_features"] = features
 
 
 def _float16_utils_library():

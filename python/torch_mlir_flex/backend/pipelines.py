@@ -14,10 +14,12 @@ from typing import Callable, Tuple, Union
 
 try:
     from .cpu_features import (amx_default, bf16_dot_default, host_has_amx_bf16,
-                               host_has_avx512_bf16, spread_workers_default)
+                               host_has_avx512_bf16, spread_workers_default,
+                               vector_bits_default)
 except ImportError:  # loaded as a plain module (test/robustness/fuzz.py)
     from cpu_features import (amx_default, bf16_dot_default, host_has_amx_bf16,
-                              host_has_avx512_bf16, spread_workers_default)
+                              host_has_avx512_bf16, spread_workers_default,
+                              vector_bits_default)
 
 # Calling convention (docs/runtime.md, calling.py): the entry function's
 # results are out-params filled by bufferization.materialize_in_destination
@@ -109,6 +111,7 @@ class LoweringOptions:
     blas: bool = False
     parallel_rows: bool = False
     fuse_elementwise: bool = False
+    vector_bits: int = 512
 
 
 def assemble(stages: Tuple[Stage, ...], o: LoweringOptions) -> str:
@@ -191,7 +194,13 @@ def _flash(o: LoweringOptions) -> str:
             f"split-keys-tasks={o.split_keys_tasks}"
             f"{f' serial-below-us={o.serial_below_us}' if o.openmp else ''}"
             f"{' bf16-dot=1' if o.bf16_dot else ''}"
-            f"{' amx=1' if o.amx else ''}}})")
+            f"{' amx=1' if o.amx else ''}{_vector_bits(o)}}})")
+
+
+def _vector_bits(o: LoweringOptions) -> str:
+    """The passes' `vector-bits`, only when it is not their default (512):
+    the pipelines of AVX-512 hosts keep their text (and cache keys)."""
+    return f" vector-bits={o.vector_bits}" if o.vector_bits != 512 else ""
 
 
 def _flash_backward(o: LoweringOptions) -> str:
@@ -199,7 +208,7 @@ def _flash_backward(o: LoweringOptions) -> str:
             f"block-sparsity={int(o.block_sparsity)} vectorize={int(o.vectorize)}"
             f"{f' serial-below-us={o.serial_below_us}' if o.openmp else ''}"
             f"{' bf16-dot=1' if o.bf16_dot and o.bf16_dot_backward else ''}"
-            f"{' amx=1' if o.amx else ''}}})")
+            f"{' amx=1' if o.amx else ''}{_vector_bits(o)}}})")
 
 
 def _foralls_to_openmp(o: LoweringOptions) -> str:
@@ -290,6 +299,12 @@ PIPELINES = {"reference": assemble(REFERENCE_STAGES, LoweringOptions())}
 # convert-vector-to-llvm's enable-amx; None: when
 # the host has amx_bf16 and Linux grants the tile permission
 # (cpu_features.py; TORCH_MLIR_FLEX_AMX=0 turns it off).
+# `vector_bits`: the register width flex-to-flash's and
+# flex-backward-to-flash's micro-kernels block for, 512 (AVX-512: 32 zmm) or
+# 256 (AVX2+FMA: 16 ymm; 8-lane pieces, 4 rows x 3 registers); None: from
+# the host (cpu_features.vector_bits_default, capped by
+# TORCH_MLIR_FLEX_ISA=avx2|avx512). 256 excludes bf16_dot and amx (AVX-512
+# and AMX instructions); their defaults are then off.
 # `serial_below_us` (with `openmp`): see SERIAL_BELOW_US; 0 keeps every op
 # on the threads.
 # `parallel_rows` (with `openmp`; default $FLEX_PARALLEL_ROWS, else on):
@@ -331,15 +346,22 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
                    amx=None, split_keys_tasks: int = -1,
                    serial_below_us: int = SERIAL_BELOW_US,
                    small_ops_when_awake=None, spread_workers=None, blas=None,
-                   parallel_rows=None, fuse_elementwise=None) -> str:
+                   parallel_rows=None, fuse_elementwise=None, vector_bits=None) -> str:
     """TILED_STAGES with the options above (None / -1: the defaults)."""
+    if vector_bits is None:
+        vector_bits = vector_bits_default()
+    elif vector_bits not in (256, 512):
+        raise ValueError(f"vector_bits must be 256 or 512, got {vector_bits!r}")
+    if vector_bits == 256 and (bf16_dot or amx):
+        raise ValueError("vector_bits=256 (AVX2 kernels) excludes bf16_dot and amx "
+                         "(AVX512-BF16 / AMX instructions)")
     if bf16_dot is None:
-        bf16_dot = bf16_dot_default()
+        bf16_dot = bf16_dot_default() and vector_bits == 512
     elif bf16_dot and not host_has_avx512_bf16():
         # The JIT compiles for this CPU: the instructions would be illegal.
         raise ValueError("bf16_dot=True needs a CPU with avx512_bf16; this one has none")
     if amx is None:
-        amx = amx_default()
+        amx = amx_default() and vector_bits == 512
     elif amx and not host_has_amx_bf16():
         raise ValueError("amx=True needs a CPU with amx_bf16 (and Linux's AMX permission)")
     env = os.environ.get
@@ -361,7 +383,8 @@ def tiled_pipeline(tile_m: int = 0, tile_n: int = 0, block_sparsity: bool = True
         bf16_dot_backward=bf16_dot_backward, amx=bool(amx) and vectorize,
         split_keys_tasks=split_keys_tasks, serial_below_us=serial_below_us,
         small_ops_when_awake=small_ops_when_awake, spread_workers=spread_workers, blas=blas,
-        parallel_rows=parallel_rows, fuse_elementwise=fuse_elementwise))
+        parallel_rows=parallel_rows, fuse_elementwise=fuse_elementwise,
+        vector_bits=vector_bits))
 
 
 PIPELINES["tiled-1t"] = tiled_pipeline()

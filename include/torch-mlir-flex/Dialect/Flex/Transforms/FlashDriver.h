@@ -19,6 +19,14 @@ FlashConfig requestedFlashConfig(int64_t tileM, int64_t tileN,
                                  bool blockSparsity, bool denseClassify,
                                  bool fastExp, bool vectorize);
 
+/// Sets the kernel-selection options both drivers have on `requested`
+/// (bf16-dot, amx, vector-bits); emits an error on `root` and fails when
+/// vector-bits is not 256 or 512, or is 256 with bf16-dot or amx (those
+/// kernels are AVX-512 / AMX instructions).
+LogicalResult setKernelOptions(FlashConfig &requested, Operation *root,
+                               StringRef pass, bool bf16Dot, bool amx,
+                               int64_t vectorBits);
+
 /// The driver loop of one pass run over the ops of `root`.
 class FlashDriver {
 public:

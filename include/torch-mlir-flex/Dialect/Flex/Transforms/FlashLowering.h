@@ -61,6 +61,11 @@ struct FlashConfig {
   int64_t parallelTasks = 0;
   /// The chunks chosen for the op (chooseKeySplit); 1: no split.
   int64_t keyChunks = 1;
+  /// The vector registers the micro-kernels block for (option
+  /// `vector-bits`, VectorIsa in FlashMicroKernel.h): 512 (AVX-512) or
+  /// 256 (AVX2+FMA: 8-lane pieces, 4 x 3 register blocks, 8 x 8 blocks
+  /// in the K transposes, 8 keys per fold of the key-row dots).
+  int64_t vectorBits = 512;
 };
 
 /// Why flex-to-flash leaves `op` to flex-to-loops (memrefs, dynamic head
@@ -236,11 +241,12 @@ Value buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
 /// (the broadcast-FMA kernel over K^T, the key-row dot kernel).
 bool qkTileAppliesScale(OnlineAttentionOp op, const FlashConfig &cfg);
 /// S = scale * Q . K^T with K as rows (q [Mt, E], k [Nt, E], s [Mt, Nt]
-/// f32, scale an f32 scalar), 16 keys per step (FlashKeyRowDots.cpp);
-/// canUseKeyRowDots: E and Nt are multiples of 16.
-bool canUseKeyRowDots(int64_t e, int64_t nt);
+/// f32, scale an f32 scalar), `lanes` keys per step (16, or 8 with 256-bit
+/// registers; FlashKeyRowDots.cpp); canUseKeyRowDots: E and Nt are
+/// multiples of `lanes`.
+bool canUseKeyRowDots(int64_t e, int64_t nt, int64_t lanes = 16);
 Value buildKeyRowDots(OpBuilder &b, Location loc, Value q, Value k, Value s,
-                      Value scale);
+                      Value scale, int64_t lanes = 16);
 /// scale (unless `scaled`), score_mod, mask_mod (when the op has one) and
 /// key padding applied to S in place, on global indices; S itself when
 /// there is nothing to apply.

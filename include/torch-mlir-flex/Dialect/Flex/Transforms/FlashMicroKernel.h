@@ -35,7 +35,25 @@ struct BroadcastFmaTiles {
   int64_t chunk = 0;
   bool accumulate = false, lhsTransposed = false;
   Value lhsScratch = {};
+  /// The vector registers the kernel blocks for (VectorIsa).
+  int64_t vectorBits = 512;
 };
+
+/// The registers the micro-kernels block for, from the passes' option
+/// `vector-bits`: 512 (AVX-512: 32 zmm registers of 16 f32 lanes, 16 of
+/// them for accumulators, the rest for rhs rows and broadcasts) or 256
+/// (AVX2+FMA: 16 ymm registers of 8 f32 lanes, 12 of them for
+/// accumulators: a 4 x 3 block leaves 3 for the rhs row and 1 for the
+/// broadcast lhs scalar, as the 6 x 2 blocks of AVX2 GEMM kernels do).
+struct VectorIsa {
+  int64_t bits, lanes, accRegs;
+};
+VectorIsa vectorIsa(int64_t vectorBits);
+/// Whether `vectorBits` is a width the kernels block for (256 or 512).
+bool isSupportedVectorBits(int64_t vectorBits);
+/// Chunk width of Q.K^T's score columns for `vectorBits`: kQKChunk (8 rows
+/// x 2 zmm) for 512, kQKChunk256 (4 rows x 3 ymm) for 256.
+int64_t qkChunkFor(int64_t vectorBits);
 
 /// Widest row (f32 elements) kept in registers as one chunk.
 constexpr int64_t kMaxFmaChunk = 128;
@@ -54,6 +72,10 @@ constexpr int64_t kSplitFmaChunk = 64;
 /// each K^T row chunk once per 8 query rows instead of 4 (measured 9-10%
 /// faster than 4 x 4 for f32 at head dims 64-256).
 constexpr int64_t kQKChunk = 32;
+/// With 256-bit registers: the column chunk of both contractions (3 ymm:
+/// 4 rows x 3 registers = 12 accumulators). Wider rows are split into
+/// chunks of whole registers, near-equal (64 -> 24, 24, 16).
+constexpr int64_t kQKChunk256 = 24;
 
 /// Builds the contraction as vector code on tensors and returns the new
 /// dest: the columns are split into chunks (see kSplitFmaChunk); per

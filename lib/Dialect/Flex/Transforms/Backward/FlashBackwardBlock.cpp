@@ -54,12 +54,14 @@ std::pair<Value, Value> mlir::flex::buildBackwardScoreProducts(
           ev = dimOf(blk.dout, 1);
   Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
   if (cfg.vectorize) {
-    Value s = buildBroadcastFmaKernel(
-        b, loc, {blk.q, blk.keyT, blk.sScratch, Value(), mt, e, nt, scale,
-                 kQKChunk});
-    Value dp = buildBroadcastFmaKernel(
-        b, loc, {blk.dout, blk.valueT, blk.dpScratch, Value(), mt, ev, nt,
-                 Value(), kQKChunk});
+    int64_t chunk = qkChunkFor(cfg.vectorBits);
+    BroadcastFmaTiles st{blk.q, blk.keyT, blk.sScratch, Value(), mt, e, nt,
+                         scale, chunk};
+    BroadcastFmaTiles dpt{blk.dout, blk.valueT, blk.dpScratch, Value(), mt,
+                          ev,       nt,         Value(),       chunk};
+    st.vectorBits = dpt.vectorBits = cfg.vectorBits;
+    Value s = buildBroadcastFmaKernel(b, loc, st);
+    Value dp = buildBroadcastFmaKernel(b, loc, dpt);
     return {s, dp};
   }
   MLIRContext *ctx = b.getContext();
@@ -300,6 +302,7 @@ Value mlir::flex::buildTransposedProductTile(OpBuilder &b, Location loc,
     BroadcastFmaTiles t{lhs, rhs, acc, Value(), nt, mt, w};
     t.accumulate = true;
     t.lhsTransposed = true;
+    t.vectorBits = cfg.vectorBits;
     return buildBroadcastFmaKernel(b, loc, t);
   }
   Value init = tensor::EmptyOp::create(b, loc, {nt, mt}, b.getF32Type());
@@ -319,6 +322,7 @@ Value mlir::flex::buildRowProductTile(OpBuilder &b, Location loc, Value ds,
   if (cfg.vectorize) {
     BroadcastFmaTiles t{ds, k, acc, Value(), mt, nt, e};
     t.accumulate = true;
+    t.vectorBits = cfg.vectorBits;
     return buildBroadcastFmaKernel(b, loc, t);
   }
   MLIRContext *ctx = b.getContext();

@@ -68,8 +68,10 @@ struct FlexBackwardToFlashPass
     }
     FlashConfig requested = requestedFlashConfig(
         tileM, tileN, blockSparsity, denseClassify, fastExp, vectorize);
-    requested.bf16Dot = bf16Dot;
-    requested.amx = amx;
+    if (failed(setKernelOptions(requested, getOperation(),
+                                "flex-backward-to-flash", bf16Dot, amx,
+                                vectorBits)))
+      return signalPassFailure();
     SmallVector<AttentionBackwardOp> ops;
     getOperation().walk([&](AttentionBackwardOp op) { ops.push_back(op); });
     IRRewriter rewriter(&getContext());

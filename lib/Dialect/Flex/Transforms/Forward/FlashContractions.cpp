@@ -120,9 +120,13 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
   if (qkTileAppliesScale(op, cfg)) {
     Value scale = arith::ConstantOp::create(b, loc, op.getScaleAttr());
     if (!transposed)
-      return buildKeyRowDots(b, loc, q, k, s, scale);
-    return buildBroadcastFmaKernel(b, loc,
-                                   {q, k, s, Value(), mt, e, nt, scale, kQKChunk});
+      return buildKeyRowDots(b, loc, q, k, s, scale,
+                             vectorIsa(cfg.vectorBits).lanes);
+    BroadcastFmaTiles t{q,  k,     s,    Value(),
+                        mt, e,     nt,   scale,
+                        qkChunkFor(cfg.vectorBits)};
+    t.vectorBits = cfg.vectorBits;
+    return buildBroadcastFmaKernel(b, loc, t);
   }
   if (cfg.vectorize)
     return buildQKRows(b, loc, q, k, s);
@@ -141,7 +145,8 @@ bool mlir::flex::qkTileAppliesScale(OnlineAttentionOp op,
   if (op.getPairedKey() || !cfg.vectorize)
     return false;
   int64_t e = dimOf(op.getQuery(), 1);
-  return op.getTransposedKey() || canUseKeyRowDots(e, op.getTileKeys());
+  return op.getTransposedKey() ||
+         canUseKeyRowDots(e, op.getTileKeys(), vectorIsa(cfg.vectorBits).lanes);
 }
 
 Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,
@@ -151,8 +156,11 @@ Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,
   bool amx = pairedValue && cfg.amx && canUseAmx(mt, nt, ev);
   if (pairedValue && !amx)
     return buildBf16DotKernel(b, loc, {p, v, acc, corr, mt, nt, ev});
-  if (cfg.vectorize && !amx)
-    return buildBroadcastFmaKernel(b, loc, {p, v, acc, corr, mt, nt, ev});
+  if (cfg.vectorize && !amx) {
+    BroadcastFmaTiles t{p, v, acc, corr, mt, nt, ev};
+    t.vectorBits = cfg.vectorBits;
+    return buildBroadcastFmaKernel(b, loc, t);
+  }
   MLIRContext *ctx = b.getContext();
   AffineMap id = AffineMap::getMultiDimIdentityMap(2, ctx);
   AffineMap row = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);

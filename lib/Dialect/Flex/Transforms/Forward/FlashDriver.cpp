@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashDriver.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Math/Transforms/Passes.h"
@@ -25,6 +26,23 @@ FlashConfig mlir::flex::requestedFlashConfig(int64_t tileM, int64_t tileN,
   requested.fastExp = fastExp;
   requested.vectorize = vectorize;
   return requested;
+}
+
+LogicalResult mlir::flex::setKernelOptions(FlashConfig &requested,
+                                           Operation *root, StringRef pass,
+                                           bool bf16Dot, bool amx,
+                                           int64_t vectorBits) {
+  if (!isSupportedVectorBits(vectorBits))
+    return root->emitError(pass + ": vector-bits must be 256 or 512, got ")
+           << vectorBits;
+  if (vectorBits == 256 && (bf16Dot || amx))
+    return root->emitError(pass + ": vector-bits=256 (AVX2) excludes ")
+           << (bf16Dot ? "bf16-dot" : "amx")
+           << " (AVX512-BF16 / AMX instructions)";
+  requested.bf16Dot = bf16Dot;
+  requested.amx = amx;
+  requested.vectorBits = vectorBits;
+  return success();
 }
 
 bool FlashDriver::accepts(Operation *op, bool tensors,

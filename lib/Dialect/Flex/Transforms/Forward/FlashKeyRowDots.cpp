@@ -13,6 +13,9 @@
 // sixteen rows read chunk by chunk in step left decode (which streams all
 // of K from memory) at about half the bandwidth.
 //
+// With 256-bit registers (vector-bits=256) the same goes eight keys at a
+// time on 8-lane vectors, in three levels.
+//
 // fold halves sixteen 16-lane vectors to one in four levels: each level
 // pairs the vectors, and one shuffle takes the lower half of every lane
 // group of both, another the upper half, and an add sums them. The result
@@ -31,25 +34,23 @@
 using namespace mlir;
 using namespace mlir::flex;
 
-/// Lanes of one vector, and keys per fold.
-static constexpr int64_t kLanes = 16;
 /// Most independent FMA chains of one dot product.
 static constexpr int64_t kMaxChains = 4;
 
-bool mlir::flex::canUseKeyRowDots(int64_t e, int64_t nt) {
-  return e > 0 && e % kLanes == 0 && nt > 0 && nt % kLanes == 0;
+bool mlir::flex::canUseKeyRowDots(int64_t e, int64_t nt, int64_t lanes) {
+  return e > 0 && e % lanes == 0 && nt > 0 && nt % lanes == 0;
 }
 
 /// One fold level: x holds lane groups of `width` lanes for the keys of
 /// its groups, as does y; the result holds groups of width / 2, first
 /// x's keys, then y's.
 static Value foldPair(OpBuilder &b, Location loc, Value x, Value y,
-                      int64_t width) {
-  int64_t groups = kLanes / width, half = width / 2;
+                      int64_t width, int64_t lanes) {
+  int64_t groups = lanes / width, half = width / 2;
   SmallVector<int64_t> lo, hi;
   for (int64_t g = 0; g < 2 * groups; ++g) {
     // Lane indices into the concatenation x ++ y.
-    int64_t base = g < groups ? g * width : kLanes + (g - groups) * width;
+    int64_t base = g < groups ? g * width : lanes + (g - groups) * width;
     for (int64_t i = 0; i < half; ++i) {
       lo.push_back(base + i);
       hi.push_back(base + half + i);
@@ -60,34 +61,36 @@ static Value foldPair(OpBuilder &b, Location loc, Value x, Value y,
   return arith::AddFOp::create(b, loc, l, h);
 }
 
-/// Folds 16-lane vectors pushed one at a time: lane j of the final
+/// Folds `lanes`-lane vectors pushed one at a time: lane j of the final
 /// vector is the sum of the lanes of the j-th vector pushed. Each entry
 /// holds lane groups of `width` lanes; two entries of equal width fold
 /// into one of half the width (the pairing of a four-level tree).
 class LaneSumFold {
 public:
-  LaneSumFold(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+  LaneSumFold(OpBuilder &b, Location loc, int64_t lanes)
+      : b(b), loc(loc), lanes(lanes) {}
 
   void push(Value part) {
-    stack.push_back({part, kLanes});
+    stack.push_back({part, lanes});
     while (stack.size() > 1 &&
            stack.back().second == stack[stack.size() - 2].second) {
       auto [y, width] = stack.pop_back_val();
       Value x = stack.pop_back_val().first;
-      stack.push_back({foldPair(b, loc, x, y, width), width / 2});
+      stack.push_back({foldPair(b, loc, x, y, width, lanes), width / 2});
     }
   }
 
-  /// The sums, once kLanes vectors were pushed.
+  /// The sums, once `lanes` vectors were pushed.
   Value result() const {
     assert(stack.size() == 1 && stack.front().second == 1 &&
-           "expected kLanes pushed vectors");
+           "expected `lanes` pushed vectors");
     return stack.front().first;
   }
 
 private:
   OpBuilder &b;
   Location loc;
+  int64_t lanes;
   SmallVector<std::pair<Value, int64_t>> stack;
 };
 
@@ -115,29 +118,29 @@ static Value rowDot(OpBuilder &b, Location loc, ArrayRef<Value> qc,
 }
 
 Value mlir::flex::buildKeyRowDots(OpBuilder &b, Location loc, Value q, Value k,
-                                  Value s, Value scale) {
+                                  Value s, Value scale, int64_t lanes) {
   auto qt = cast<RankedTensorType>(q.getType());
   int64_t mt = qt.getDimSize(0), e = qt.getDimSize(1);
   int64_t nt = cast<RankedTensorType>(k.getType()).getDimSize(0);
   auto cI = [&](OpBuilder &ob, int64_t v) {
     return arith::ConstantIndexOp::create(ob, loc, v);
   };
-  auto vt = VectorType::get({kLanes}, b.getF32Type());
+  auto vt = VectorType::get({lanes}, b.getF32Type());
   Value scaleVec = vector::BroadcastOp::create(b, loc, vt, scale);
   auto keyLoop = scf::ForOp::create(
-      b, loc, cI(b, 0), cI(b, nt), cI(b, kLanes), ValueRange{s},
+      b, loc, cI(b, 0), cI(b, nt), cI(b, lanes), ValueRange{s},
       [&](OpBuilder &kb, Location, Value n0, ValueRange kIt) {
         auto rowLoop = scf::ForOp::create(
             kb, loc, cI(kb, 0), cI(kb, mt), cI(kb, 1), kIt,
             [&](OpBuilder &rb, Location, Value m, ValueRange rIt) {
               SmallVector<Value> qc;
-              for (int64_t c = 0; c < e; c += kLanes)
-                qc.push_back(readF32Row(rb, loc, q, m, cI(rb, c), kLanes));
-              LaneSumFold fold(rb, loc);
-              for (int64_t j = 0; j < kLanes; ++j) {
+              for (int64_t c = 0; c < e; c += lanes)
+                qc.push_back(readF32Row(rb, loc, q, m, cI(rb, c), lanes));
+              LaneSumFold fold(rb, loc, lanes);
+              for (int64_t j = 0; j < lanes; ++j) {
                 Value n = arith::AddIOp::create(rb, loc, n0, cI(rb, j));
                 fold.push(rowDot(rb, loc, qc, [&](int64_t c) {
-                  return readF32Row(rb, loc, k, n, cI(rb, c * kLanes), kLanes);
+                  return readF32Row(rb, loc, k, n, cI(rb, c * lanes), lanes);
                 }));
               }
               Value sums =

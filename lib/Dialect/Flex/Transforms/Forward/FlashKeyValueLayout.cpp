@@ -46,14 +46,13 @@ static Value padKeys(OpBuilder &b, Location loc, Value src, Value n,
 }
 
 /// dst[NB, E, Nt] = src[Np, E] blocked and transposed (dst[j, e, c] =
-/// src[j * Nt + c, e]) for f32 with E and Nt multiples of 16: per 16 x 16
-/// block, 16 vector row reads, a vector.transpose (canonicalized into
+/// src[j * Nt + c, e]) for f32 with E and Nt multiples of kB (16, or 8 with
+/// 256-bit registers): per kB x kB block, kB vector row reads, a vector.transpose (canonicalized into
 /// element moves between the row vectors, which LLVM turns into shuffles)
-/// and 16 vector row writes, instead of an element-by-element copy of
+/// and kB vector row writes, instead of an element-by-element copy of
 /// strided scalars (measured 20-30% of a 16-row query over 4096 keys).
-static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
-                               Value dst, int64_t e, int64_t nt) {
-  constexpr int64_t kB = 16;
+static Value transposeBlocks(OpBuilder &b, Location loc, Value src,
+                             Value dst, int64_t e, int64_t nt, int64_t kB) {
   auto rowTy = VectorType::get({kB}, b.getF32Type());
   auto blockTy = VectorType::get({kB, kB}, b.getF32Type());
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
@@ -105,9 +104,10 @@ static Value transposeBlocks16(OpBuilder &b, Location loc, Value src,
 /// at Np = 4096 (16 KiB) those rows fell into 8 sets of the L2 cache and
 /// evicted each other (f32 Q.K^T at head dim 256 ran 17% slower per flop
 /// than at Np = 1024). One transpose per (batch, head) in an scf.forall;
-/// `blocks16` when f32 with E and Nt multiples of 16 (vector blocks).
+/// `vectorBlock` (16 or 8) when f32 with E and Nt multiples of it (vector
+/// blocks of that size), else 0.
 static Value transposeKeys(OpBuilder &b, Location loc, Value k, int64_t nt,
-                           Value numBlocks, bool blocks16) {
+                           Value numBlocks, int64_t vectorBlock) {
   auto t = cast<RankedTensorType>(k.getType());
   Type elt = t.getElementType();
   int64_t np = t.getDimSize(2), e = t.getDimSize(3);
@@ -140,8 +140,8 @@ static Value transposeKeys(OpBuilder &b, Location loc, Value k, int64_t nt,
   Value dst = tensor::ExtractSliceOp::create(b, loc, blockTy, dest, offsets,
                                              sizes, unit);
   Value tr;
-  if (blocks16) {
-    tr = transposeBlocks16(b, loc, src, dst, e, nt);
+  if (vectorBlock > 0) {
+    tr = transposeBlocks(b, loc, src, dst, e, nt, vectorBlock);
   } else {
     Value rows = tensor::ExpandShapeOp::create(
         b, loc, RankedTensorType::get({nb, nt, e}, elt), src,
@@ -223,10 +223,11 @@ KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
   } else if (layout.transposedKey) {
     // Np is a multiple of Nt.
     int64_t e = kTy.getDimSize(3);
-    bool blocks16 = cfg.vectorize && kTy.getElementType().isF32() &&
-                    e % 16 == 0 && nt % 16 == 0;
-    layout.keys =
-        transposeKeys(b, loc, layout.keys, nt, layout.numBlocks, blocks16);
+    int64_t kB = cfg.vectorBits == 256 ? 8 : 16;
+    bool blocks = cfg.vectorize && kTy.getElementType().isF32() &&
+                  e % kB == 0 && nt % kB == 0;
+    layout.keys = transposeKeys(b, loc, layout.keys, nt, layout.numBlocks,
+                                blocks ? kB : 0);
   }
   return layout;
 }

@@ -3,7 +3,9 @@
 // One builder for both contractions of the tiled flash lowering (Q.K^T
 // with rows of K^T, P.V with rows of V): register-blocked broadcast-FMA
 // loops on tensors, split into column chunks that fit in registers so
-// that head dims up to 256 (and non-powers of two) stay vectorized.
+// that head dims up to 256 (and non-powers of two) stay vectorized. The
+// blocking follows the registers of the target (VectorIsa: 32 zmm of 16
+// lanes, or 16 ymm of 8 lanes for AVX2 hosts).
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/FlashMicroKernel.h"
@@ -17,6 +19,20 @@
 using namespace mlir;
 
 namespace mlir::flex {
+
+VectorIsa vectorIsa(int64_t vectorBits) {
+  if (vectorBits == 256)
+    return {256, 8, 12};
+  return {512, kPieceLanes, 16};
+}
+
+bool isSupportedVectorBits(int64_t vectorBits) {
+  return vectorBits == 256 || vectorBits == 512;
+}
+
+int64_t qkChunkFor(int64_t vectorBits) {
+  return vectorBits == 256 ? kQKChunk256 : kQKChunk;
+}
 
 Value readF32Row(OpBuilder &b, Location loc, Value t, Value i, Value j,
                  int64_t n) {
@@ -34,21 +50,22 @@ Value readF32Row(OpBuilder &b, Location loc, Value t, Value i, Value j,
 namespace {
 
 /// Rows of dest carried at once: as many of 8, 4, 2 as divide `rows`
-/// while their accumulators take at most 16 of the 512-bit registers.
-int64_t rowsPerStep(int64_t rows, int64_t width) {
-  int64_t regs = llvm::divideCeil(width, 16);
+/// while their accumulators take at most `isa.accRegs` registers.
+int64_t rowsPerStep(int64_t rows, int64_t width, const VectorIsa &isa) {
+  int64_t regs = llvm::divideCeil(width, isa.lanes);
   for (int64_t r : {8, 4, 2})
-    if (rows % r == 0 && r * regs <= 16)
+    if (rows % r == 0 && r * regs <= isa.accRegs)
       return r;
   return 1;
 }
 
-/// Column chunks [offset, size) covering `width`: near-equal chunks of at
-/// most `chunk` when it is set; else one up to kMaxFmaChunk (up to
-/// kSingleRowFmaChunk for a single row of whole pieces), else chunks of at
-/// most kSplitFmaChunk (80 -> 80; 192 -> 3 x 64; 256 -> 4 x 64).
+/// Column chunks [offset, size) covering `width` with 512-bit registers:
+/// near-equal chunks of at most `chunk` when it is set; else one up to
+/// kMaxFmaChunk (up to kSingleRowFmaChunk for a single row of whole
+/// pieces), else chunks of at most kSplitFmaChunk (80 -> 80; 192 -> 3 x 64;
+/// 256 -> 4 x 64).
 SmallVector<std::pair<int64_t, int64_t>>
-columnChunks(int64_t width, int64_t chunk, int64_t rows) {
+columnChunks512(int64_t width, int64_t chunk, int64_t rows) {
   int64_t widest = rows == 1 && width % kPieceLanes == 0 ? kSingleRowFmaChunk
                                                           : kMaxFmaChunk;
   int64_t n = chunk > 0       ? llvm::divideCeil(width, chunk)
@@ -62,6 +79,40 @@ columnChunks(int64_t width, int64_t chunk, int64_t rows) {
     off += size;
   }
   return chunks;
+}
+
+/// Column chunks with 256-bit registers, in whole registers: a single row
+/// of whole registers in chunks of up to `accRegs` registers (96 lanes);
+/// other dests in chunks of up to kQKChunk256 (or `chunk`) columns, the
+/// registers spread near-equally, larger chunks first (64 -> 24, 24, 16;
+/// 80 -> 24, 24, 16, 16), so that 4 rows x 3 registers fill the 12
+/// accumulators.
+SmallVector<std::pair<int64_t, int64_t>>
+columnChunks256(int64_t width, int64_t chunk, int64_t rows,
+                const VectorIsa &isa) {
+  int64_t widest = rows == 1 && width % isa.lanes == 0
+                       ? isa.accRegs * isa.lanes
+                       : (chunk > 0 ? chunk : kQKChunk256);
+  int64_t maxRegs = std::max<int64_t>(1, widest / isa.lanes);
+  int64_t regs = llvm::divideCeil(width, isa.lanes);
+  int64_t n = llvm::divideCeil(regs, maxRegs);
+  SmallVector<std::pair<int64_t, int64_t>> chunks;
+  int64_t off = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    int64_t r = llvm::divideCeil(regs, n - c);
+    int64_t size = std::min(r * isa.lanes, width - off);
+    chunks.push_back({off, size});
+    off += size;
+    regs -= r;
+  }
+  return chunks;
+}
+
+SmallVector<std::pair<int64_t, int64_t>>
+columnChunks(int64_t width, int64_t chunk, int64_t rows, const VectorIsa &isa) {
+  if (isa.bits == 512)
+    return columnChunks512(width, chunk, rows);
+  return columnChunks256(width, chunk, rows, isa);
 }
 
 /// `base + r` (a row or a column index), folded when base is a constant.
@@ -81,12 +132,12 @@ Value toF32(OpBuilder &b, Location loc, Value x) {
 }
 
 /// Lanes of one piece of a chunk: a row carried alone in its step
-/// (R == 1: a single-row dest, or an odd row count) is carried as 16-lane
-/// pieces, so that each rhs row is read in ascending order (a wide vector
+/// (R == 1: a single-row dest, or an odd row count) is carried as pieces
+/// of one register, so that each rhs row is read in ascending order (a wide vector
 /// is split by the code generator in any order, and rows read back to
 /// front stop the hardware prefetchers); else the chunk is one vector.
-int64_t pieceLanes(int64_t R, int64_t n) {
-  return R == 1 && n % kPieceLanes == 0 ? kPieceLanes : n;
+int64_t pieceLanes(int64_t R, int64_t n, const VectorIsa &isa) {
+  return R == 1 && n % isa.lanes == 0 ? isa.lanes : n;
 }
 
 /// Initial accumulators of rows mb .. mb + R - 1, columns [col, col + n),
@@ -118,8 +169,9 @@ SmallVector<Value> initialRows(OpBuilder &b, Location loc,
 /// The kernel for columns [colOff, colOff + n) of dest.
 Value buildChunk(OpBuilder &b, Location loc, const BroadcastFmaTiles &t,
                  Value dest, Value colOff, int64_t n) {
-  int64_t R = rowsPerStep(t.rows, n);
-  int64_t pw = pieceLanes(R, n), pieces = n / pw;
+  VectorIsa isa = vectorIsa(t.vectorBits);
+  int64_t R = rowsPerStep(t.rows, n, isa);
+  int64_t pw = pieceLanes(R, n, isa), pieces = n / pw;
   auto vt = VectorType::get({pw}, b.getF32Type());
   auto cI = [&](OpBuilder &ob, int64_t v) {
     return arith::ConstantIndexOp::create(ob, loc, v);
@@ -185,7 +237,7 @@ Value buildBroadcastFmaKernel(OpBuilder &b, Location loc,
   // Runs of equal chunks share one kernel in a loop over the chunk offset
   // (code size: a 256-wide P.V is one kernel, not four copies).
   SmallVector<std::pair<int64_t, int64_t>> chunks =
-      columnChunks(t.width, t.chunk, t.rows);
+      columnChunks(t.width, t.chunk, t.rows, vectorIsa(t.vectorBits));
   auto cI = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v);
   };

@@ -71,8 +71,9 @@ struct FlexToFlashPass : public flex::impl::FlexToFlashBase<FlexToFlashPass> {
     }
     FlashConfig requested = requestedFlashConfig(
         tileM, tileN, blockSparsity, denseClassify, fastExp, vectorize);
-    requested.bf16Dot = bf16Dot;
-    requested.amx = amx;
+    if (failed(setKernelOptions(requested, getOperation(), "flex-to-flash",
+                                bf16Dot, amx, vectorBits)))
+      return signalPassFailure();
     requested.parallelTasks = splitKeysTasks;
     SmallVector<AttentionOp> ops;
     getOperation().walk([&](AttentionOp op) { ops.push_back(op); });

@@ -91,6 +91,11 @@ def FlexBackwardToFlash : Pass<"flex-backward-to-flash", "func::FuncOp"> {
            "bf16 inputs: the five contractions as linalg.generic ops marked "
            "flex.amx (AMX tiles after bufferization, flex-amx-contractions; "
            "E, Ev, tiles multiples of 32); only for CPUs with amx_bf16">,
+    Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"512",
+           "Register width the vector micro-kernels block for: 512 (AVX-512, "
+           "32 zmm: 16-lane pieces, up to 16 accumulator registers) or 256 "
+           "(AVX2+FMA, 16 ymm: 8-lane pieces, 4 rows x 3 registers, 12 "
+           "accumulators). 256 excludes bf16-dot and amx">,
     Option<"serialBelowUs", "serial-below-us", "int64_t", /*default=*/"0",
            "Mark the scf.forall loops of an op with static shapes whose "
            "estimated one-thread time is below this many microseconds "

@@ -69,6 +69,14 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     cannot pair (odd E or Nt, or a row width not a multiple of 4) and few
     query rows (Mt <= 2, where packing would cost as much as the attention)
     keep the f32 kernels.
+
+    `vector-bits` is the register width the micro-kernels block for (the
+    host's: 512 with AVX-512, 256 on AVX2-only hosts, where LLVM would
+    split each 16-lane vector in two ymm registers and the 512-bit blocking
+    would need twice the 16 registers there are): with 256, Q·Kᵀ and P·V
+    run in column chunks of whole 8-lane registers (at most 24 columns: 4
+    rows x 3 ymm accumulators), a single row in 8-lane pieces, K is
+    transposed in 8 x 8 blocks and the key-row dots fold 8 keys at a time.
   }];
   let options = [
     Option<"tileM", "tile-m", "int64_t", /*default=*/"0",
@@ -92,6 +100,11 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
            "as linalg.generic ops marked flex.amx where the tiles fit (AMX "
            "tiles after bufferization, flex-amx-contractions); only for "
            "CPUs with amx_bf16">,
+    Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"512",
+           "Register width the vector micro-kernels block for: 512 (AVX-512, "
+           "32 zmm: 16-lane pieces, up to 16 accumulator registers) or 256 "
+           "(AVX2+FMA, 16 ymm: 8-lane pieces, 4 rows x 3 registers, 12 "
+           "accumulators). 256 excludes bf16-dot and amx">,
     Option<"splitKeysTasks", "split-keys-tasks", "int64_t", /*default=*/"0",
            "Decode (M <= 4, static shapes) with fewer than this many (b, h) "
            "row tiles: split the key blocks into chunks computed in "

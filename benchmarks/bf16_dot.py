@@ -19,6 +19,7 @@ import time
 import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch
 
+from benchmarks import host as hs
 from benchmarks.cases import Causal
 from torch_mlir_flex.backend.cpu_features import host_has_avx512_bf16
 from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime, tiled_pipeline
@@ -44,6 +45,7 @@ def main():
     ap.add_argument("--one-thread", action="store_true", help="backend tiled-1t")
     a = ap.parse_args()
     S, D, H = a.seq, a.dim, a.heads
+    host_line = hs.line(hs.describe())
     g = torch.Generator().manual_seed(0)
     base = tuple(torch.randn(1, H, S, D, generator=g) for _ in range(3))
     runs = {}
@@ -60,6 +62,7 @@ def main():
             times[name].append(time.perf_counter() - t)
     flops = 4 * H * S * S * D / 2
     f32 = statistics.median(times["f32"])
+    print(host_line)
     print(f"causal B=1 H={H} S={S} D={D}, medians of {a.reps} interleaved rounds")
     print("| variant | ms | GFLOP/s | / f32 GFLOP/s |")
     print("|---|---|---|---|")

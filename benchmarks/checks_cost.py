@@ -24,6 +24,7 @@ from torch_mlir_flex.backend.jit import JitFunction
 from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime
 
 from . import flex_ir as fi
+from . import host as hs
 
 H, E, TABLE = 8, 64, 64
 
@@ -83,6 +84,7 @@ def main(argv=None):
     without = with_checks.replace("flex-insert-checks,", "")
     assert without != with_checks, "the pipeline has no flex-insert-checks"
     libs = [find_openmp_runtime()] if "openmp" in with_checks and find_openmp_runtime() else []
+    print(hs.line(hs.describe()))
     print(f"backend {a.backend}, B=1 H={H} D={E} fp32, {a.reps} interleaved calls")
     print("| case | S | checks in IR | with checks, ms (median / min) | without | ratio |")
     print("|---|---|---|---|---|---|")

@@ -25,6 +25,7 @@ import torch_mlir_flex  # noqa: F401  (must load before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
+from benchmarks import host as hs
 from benchmarks.timing import interleaved_medians
 from torch_mlir_flex.backend.pipelines import PIPELINES, find_openmp_runtime, tiled_pipeline
 
@@ -81,6 +82,7 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     a = ap.parse_args()
     names = list(CASES) if a.cases == "all" else a.cases.split(",")
+    print(hs.line(hs.describe()), flush=True)
     print(f"{'case':14s} {'split us':>9s} {'nosplit':>9s} {'torch us':>9s} {'split':>6s}"
           f" {'nosplit':>7s}")
     for name in names:

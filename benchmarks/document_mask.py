@@ -27,6 +27,7 @@ from torch_mlir_flex.backend.jit import JitFunction
 from torch_mlir_flex.backend.pipelines import find_openmp_runtime, tiled_pipeline
 
 from . import flex_ir as fi
+from . import host as hs
 from .timing import interleaved_medians
 
 DOC_ONLY = """
@@ -66,6 +67,7 @@ def main():
         "document+causal": (fi.document_mask("doc", S),
                             lambda b, h, m, n: (doc[m] == doc[n]) & (m >= n)),
     }
+    print(hs.line(hs.describe()))
     print(f"S={S} H={H} D={E} f32, doc lengths {torch.bincount(doc).tolist()}, "
           f"OpenMP {'on' if libomp else 'off'}")
     print("| mask | ours ms | ours 1T ms | ours dense pre-pass ms | compiled ms "

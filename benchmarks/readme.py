@@ -1,18 +1,26 @@
 """Where the benchmarks write with `--readme`: each benchmark's page under
-docs/benchmarks/ (its generated `## Results` section replaced as a whole,
-the hand-written notes after it kept), its one row of the README's
-headline table (between the headline markers), and the pass/fail table
-of an issue's targets."""
+docs/benchmarks/ (in its generated `## Results` section, the subsection of
+this run's host kind replaced as a whole; other host kinds' subsections and
+the hand-written notes after the section kept), its one row in the
+README's headline table (between the headline markers, in the row set of
+this run's host kind; a new kind gets its own row set), and the pass/fail
+table of an issue's targets. Host kinds: benchmarks/host.py."""
 
 import os
 import time
+
+from . import host as hs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 PAGES = "docs/benchmarks"  # relative to the README's directory, also in its links
 RESULTS_HEAD = "## Results"
-HEADLINE_BEGIN = "<!-- headline:begin (one row per benchmark, written by its --readme) -->"
+KIND_HEAD = "### Host: "  # a host kind's subsection, in the README's headline table and in pages
+HEADLINE_BEGIN = ("<!-- headline:begin (one row set per host kind, one row per benchmark, "
+                  "written by its --readme) -->")
 HEADLINE_END = "<!-- headline:end -->"
+HEADLINE_HEADER = ("| benchmark | case | ours | ours / eager | ours / inductor | ours / SDPA | host peaks; run |\n"
+                   "|---|---|---|---|---|---|---|")
 DASH = "—"
 
 
@@ -29,26 +37,65 @@ def _read_or_new(path: str, title: str) -> str:
     return f"# {title}\n"
 
 
+def _section_span(text: str, head: str):
+    """(start, end) of the section that starts with the line `head`, up to
+    the next ``## `` heading; None when absent."""
+    if head not in text:
+        return None
+    start = text.index(head)
+    end = text.find("\n## ", start + len(head))
+    return start, len(text) if end < 0 else end
+
+
 def replace_section(head: str, block: str, path: str, title: str = "Benchmark"):
     """Replaces the section that starts with the line `head` (up to the next
     ``## `` heading) by `head` + `block`; appends it when absent (to a new
     page titled `title` when `path` does not exist)."""
     text = _read_or_new(path, title)
-    if head in text:
-        start = text.index(head)
-        end = text.find("\n## ", start + len(head))
-        end = len(text) if end < 0 else end
-    else:
+    span = _section_span(text, head)
+    if span is None:
         text = text.rstrip("\n") + "\n\n"
-        start = end = len(text)
+        span = (len(text), len(text))
     with open(path, "w") as f:
-        f.write(text[:start] + head + "\n\n" + block.rstrip("\n") + "\n" + text[end:])
+        f.write(text[:span[0]] + head + "\n\n" + block.rstrip("\n") + "\n" + text[span[1]:])
 
 
-def write_page(name: str, title: str, block: str, readme: str = README) -> str:
-    """The `## Results` section of docs/benchmarks/<name>.md; its path."""
+def kind_section(text: str, kind: str):
+    """The body of host kind `kind`'s subsection of `text` (the lines after
+    its ``### Host: <kind>`` heading up to the next such heading), or None."""
+    lines = text.split("\n")
+    heads = [i for i, line in enumerate(lines) if line.startswith(KIND_HEAD)]
+    mine = [i for i in heads if lines[i] == KIND_HEAD + kind]
+    if not mine:
+        return None
+    end = next((i for i in heads if i > mine[0]), len(lines))
+    return "\n".join(lines[mine[0] + 1:end]).strip("\n")
+
+
+def replace_kind_section(text: str, kind: str, body: str) -> str:
+    """`text` with host kind `kind`'s subsection replaced by `body` (appended
+    after the others when the kind is new); the other kinds' subsections and
+    any text before the first one stay as they are."""
+    lines = text.strip("\n").split("\n") if text.strip("\n") else []
+    heads = [i for i, line in enumerate(lines) if line.startswith(KIND_HEAD)]
+    mine = [i for i in heads if lines[i] == KIND_HEAD + kind]
+    new = [KIND_HEAD + kind, "", *body.strip("\n").split("\n")]
+    if mine:
+        end = next((i for i in heads if i > mine[0]), None)
+        lines[mine[0]:len(lines) if end is None else end] = new + ([""] if end is not None else [])
+    else:
+        lines += ([""] if lines else []) + new
+    return "\n".join(lines) + "\n"
+
+
+def write_page(name: str, title: str, block: str, kind: str, readme: str = README) -> str:
+    """Host kind `kind`'s subsection of the `## Results` section of
+    docs/benchmarks/<name>.md (the other kinds' kept); its path."""
     path = page_path(name, readme)
-    replace_section(RESULTS_HEAD, block, path, title)
+    text = _read_or_new(path, title)
+    span = _section_span(text, RESULTS_HEAD)
+    body = "" if span is None else text[span[0] + len(RESULTS_HEAD):span[1]]
+    replace_section(RESULTS_HEAD, replace_kind_section(body, kind, block), path, title)
     return path
 
 
@@ -63,17 +110,19 @@ def headline_row(name: str, title: str, case: str, ours: str, eager: str, induct
     return f"| {link} | {case} | {ours} | {eager} | {inductor} | {sdpa} | {where} |"
 
 
-def update_headline(name: str, row: str, readme: str = README):
+def update_headline(name: str, row: str, kind: str, readme: str = README):
     """Replaces the headline row of benchmark `name` (the row whose first
-    cell links docs/benchmarks/<name>.md) between the README's headline
-    markers; appends it at the end of the table when absent."""
+    cell links docs/benchmarks/<name>.md) in the row set of host kind
+    `kind` between the README's headline markers; appends it to that row
+    set when absent, and the row set (under its ``### Host:`` heading)
+    when the kind is new. Other kinds' rows stay as they are."""
     with open(readme) as f:
         text = f.read()
     if HEADLINE_BEGIN not in text or HEADLINE_END not in text:
         raise ValueError(f"{readme} has no headline markers ({HEADLINE_BEGIN} ... {HEADLINE_END})")
     head, rest = text.split(HEADLINE_BEGIN, 1)
     table, tail = rest.split(HEADLINE_END, 1)
-    lines = table.split("\n")
+    lines = (kind_section(table, kind) or HEADLINE_HEADER).split("\n")
     link = f"]({PAGES}/{name}.md)"
     found = [i for i, line in enumerate(lines) if line.startswith("|") and link in line.split("|")[1]]
     if found:
@@ -81,33 +130,15 @@ def update_headline(name: str, row: str, readme: str = README):
     else:
         last = max([i for i, line in enumerate(lines) if line.startswith("|")], default=len(lines) - 1)
         lines.insert(last + 1, row)
+    table = replace_kind_section(table, kind, "\n".join(lines))
     with open(readme, "w") as f:
-        f.write(head + HEADLINE_BEGIN + "\n".join(lines) + HEADLINE_END + tail)
+        f.write(head + HEADLINE_BEGIN + "\n" + table + HEADLINE_END + tail)
 
 
-def cpu_model() -> str:
-    """The host CPU as /proc/cpuinfo names it, with its family and model
-    numbers (hosts of one name differ: family 25 is Zen 3/4, 26 Zen 5)."""
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())
-    except OSError:
-        return "unknown CPU"
-    return (f"{info.get('model name', 'unknown CPU')}, family {info.get('cpu family', '?')} "
-            f"model {info.get('model', '?')}")
-
-
-def host() -> str:
-    """This machine, as the headline rows and benchmarks.run's header name it."""
-    return f"{os.cpu_count()} CPUs ({cpu_model()})"
-
-
-def where(host_name: str, run: str) -> str:
-    """The last cell of a headline row: the host and the run's time (UTC)."""
-    return f"{host_name or 'host not recorded'}, {run or 'time not recorded'} UTC"
+def where(host, run: str) -> str:
+    """The last cell of a headline row: the host's cores and measured peaks
+    (host.compact; an older row's host string as it is) and the run's time."""
+    return f"{hs.compact(host) if host else hs.UNKNOWN}; {run or 'time not recorded'} UTC"
 
 
 def now() -> str:

@@ -1,7 +1,9 @@
 """Attention benchmark report: markdown tables (results, compile times,
-targets), a matplotlib plot (when matplotlib is installed), the table
-between the marker comments of docs/benchmarks/attention.md and the
-attention row of the README's headline table."""
+targets), each table under the line naming the host and its measured
+peaks (benchmarks/host.py), a matplotlib plot (when matplotlib is
+installed), this host kind's subsection between the marker comments of
+docs/benchmarks/attention.md and the attention row of the README's
+headline table."""
 
 import os
 
@@ -93,16 +95,17 @@ def errors_lines(rows):
     return out
 
 
-def markdown(rows, meta, peaks, target_results):
+def markdown(rows, meta, peaks, target_results, host_line):
+    """The full report; `host_line` (host.line) above each table."""
     lines = ["# torch-mlir-flex benchmark", ""] + [f"- {m}" for m in meta] + [""]
     lines += ["Cases (B=1, H=8, N(0,1) inputs; `benchmarks/cases.py`):", ""]
     lines += [f"- {name}: {text}" for name, text in cases.CASES.items()] + [""]
     lines += ["## Results", "", "Times are medians of calls in interleaved blocks (benchmarks/timing.py); ratios are "
               "time(ours) / time(peer) (< 1: ours faster); GFLOP/s count the kept (unmasked) "
-              "work only; % peak is relative to the measured matmul peak of the dtype.", ""]
+              "work only; % peak is relative to the measured matmul peak of the dtype.", "", host_line, ""]
     lines += results_table(rows, peaks)
-    lines += ["", "## Compile time (ours, cache off) per stage", ""] + compile_table(rows)
-    lines += ["", "## Targets (issue #11)", ""] + targets_table(target_results)
+    lines += ["", "## Compile time (ours, cache off) per stage", "", host_line, ""] + compile_table(rows)
+    lines += ["", "## Targets (issue #11)", "", host_line, ""] + targets_table(target_results)
     errs = errors_lines(rows)
     if errs:
         lines += ["", "## Failures", ""] + errs
@@ -117,7 +120,8 @@ def headline_shape(rows):
     return S, 128 if 128 in dims else (dims[-1] if dims else 0)
 
 
-def readme_section(rows, meta, peaks, target_results, full_tables=""):
+def readme_section(rows, meta, peaks, target_results, host_line, full_tables=""):
+    """The page's subsection of this run's host kind: `host_line` above each table."""
     S, D = headline_shape(rows)
     body = [[r["case"], r["dtype"], fmt(r["time"].get("ours"), scale=1e3), fmt(tg.ratio(r)),
              fmt(tg.ratio(r, peer="SDPA")), fmt(tg.gflops(r), ".1f"),
@@ -125,19 +129,20 @@ def readme_section(rows, meta, peaks, target_results, full_tables=""):
             for r in rows if r["S"] == S and r["D"] == D and r.get("purpose") != "memory"]
     ratios = [x for r in rows for x in [tg.ratio(r)] if x is not None]
     where = f"; all configurations in [{full_tables}]({full_tables})" if full_tables else ""
-    lines = [f"S={S}, D={D}, B=1, H=8 ({meta[0]}{where}):", ""]
+    lines = [host_line, "", f"S={S}, D={D}, B=1, H=8 ({meta[0]}{where}):", ""]
     lines += table(["case", "dtype", "ours ms", "/ torch.compile", "/ SDPA", "GFLOP/s", "% peak"],
                    body)
     if ratios:
         lines += ["", f"ours / torch.compile over all {len(ratios)} configurations: "
                       f"{min(ratios):.2f} – {max(ratios):.2f}."]
-    lines += ["", "Targets (issue #11):", ""] + targets_table(target_results)
+    lines += ["", "Targets (issue #11):", "", host_line, ""] + targets_table(target_results)
     return "\n".join(lines)
 
 
-def update_page(path, section):
-    """Replaces the text between the benchmark markers of `path` (a page
-    that does not exist yet is made with the markers)."""
+def update_page(path, section, kind):
+    """Replaces host kind `kind`'s subsection between the benchmark markers
+    of `path` by `section` (other kinds' stay; a page that does not exist
+    yet is made with the markers)."""
     if os.path.exists(path):
         with open(path) as f:
             text = f.read()
@@ -147,22 +152,22 @@ def update_page(path, section):
     if README_BEGIN not in text or README_END not in text:
         raise ValueError(f"{path} has no benchmark markers ({README_BEGIN} ... {README_END})")
     head, rest = text.split(README_BEGIN, 1)
-    _, tail = rest.split(README_END, 1)
+    marked, tail = rest.split(README_END, 1)
     with open(path, "w") as f:
-        f.write(head + README_BEGIN + "\n" + section + "\n" + README_END + tail)
+        f.write(head + README_BEGIN + "\n" + rd.replace_kind_section(marked, kind, section) + README_END + tail)
 
 
-def _run_fields(meta):
-    """(host, time) of a run from its first header line ("<date> UTC; torch
-    ...; 2 CPUs (...); ..."), empty where it does not say."""
-    fields = [f.strip() for f in (meta[0] if meta else "").split(";")]
-    run = fields[0][:-len(" UTC")] if fields[0].endswith(" UTC") else ""
-    return next((f for f in fields if " CPUs" in f), ""), run
+def run_time(meta):
+    """The time of a run from its first header line ("<date> UTC; torch
+    ..."), empty where it does not say."""
+    first = (meta[0] if meta else "").split(";")[0].strip()
+    return first[:-len(" UTC")] if first.endswith(" UTC") else ""
 
 
-def headline(rows, meta):
+def headline(rows, meta, host):
     """The attention row of the README's headline table: causal f32 (else
-    the first case) at the README table's shape, forward."""
+    the first case) at the README table's shape, forward; `host` the run's
+    description (host.describe)."""
     S, D = headline_shape(rows)
     shown = [r for r in rows if r["S"] == S and r["D"] == D and r.get("purpose") != "memory"]
     pick = next((r for r in shown if (r["case"], r["dtype"]) == ("causal", "f32")), shown[0] if shown else None)
@@ -173,7 +178,7 @@ def headline(rows, meta):
     return rd.headline_row(PAGE, "attention", f"{pick['case']} {pick['dtype']}, S={S} D={D}, forward",
                            DASH if ours is None else f"{ours * 1e3:.1f} ms", rd.ratio(ours, t.get("eager")),
                            rd.ratio(ours, t.get("torch.compile")), rd.ratio(ours, t.get("SDPA")),
-                           rd.where(*_run_fields(meta)))
+                           rd.where(host, run_time(meta)))
 
 
 def plot(rows, path):

@@ -14,10 +14,11 @@ memory). Writes DIR/results.json (after every configuration, so that a
 run that dies can still be reported with --from-json), DIR/results.md and
 DIR/results.png (matplotlib), prints the targets of issue #11 with pass/fail (exit status 1
 when an implementation failed or ours differs from its reference), and with
---readme rewrites the table between the benchmark markers of
+--readme rewrites this host kind's subsection between the benchmark markers of
 docs/benchmarks/attention.md, writes the full tables to
 docs/benchmarks/attention-<date>.md and updates the attention row of the
-README's headline table.
+README's headline table, both for this host's kind (benchmarks/host.py:
+described and measured once per run, the line above each table).
 Case catalogue: benchmarks/cases.py; one configuration: benchmarks/runner.py.
 `--backends tiled,tiled-generic --cases causal --dtypes f32` adds the tiled
 lowering without flex-to-flash's vector micro-kernels as a column (the
@@ -41,6 +42,7 @@ from torch_mlir_flex.backend.pipelines import (PIPELINES, find_openmp_runtime, t
                                                uses_openmp)
 
 from . import cases, overhead, peak, report, runner
+from . import host as hs
 from . import readme as rd
 from . import targets as tg
 
@@ -150,7 +152,7 @@ def meta_lines(args, peaks, ovh, seconds, load_start, first=None):
     omp = find_openmp_runtime() if uses_openmp(PIPELINES[backend]) else None
     return [
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; torch {torch.__version__}; "
-        f"{rd.host()}; torch threads {torch.get_num_threads()}",
+        f"torch threads {torch.get_num_threads()}",
         f"ours: torch_mlir_flex.compile(module, args, backend={backend!r}); OpenMP "
         + (f"runtime {os.path.basename(omp)}, OMP_NUM_THREADS="
            f"{os.environ.get('OMP_NUM_THREADS', 'unset')}, KMP_BLOCKTIME="
@@ -193,17 +195,27 @@ def save_json(data, out):
         json.dump(data, f, indent=1)
 
 
-def run_data(args, rows, peaks, ovh, t0, load_start, first=None):
-    """What results.json holds (also mid-run: report it with --from-json)."""
+def run_data(args, rows, peaks, ovh, t0, load_start, host, first=None):
+    """What results.json holds (also mid-run: report it with --from-json);
+    `host` the run's host description (host.describe)."""
     return dict(rows=rows, peaks=peaks, overhead=ovh, first_compile=first, dtypes=args.dtypes,
-                date=today(),
+                date=today(), host=host,
                 meta=meta_lines(args, peaks, ovh, time.time() - t0, load_start, first))
 
 
+def saved_host(data):
+    """The host description of saved results; a file written before runs
+    described their host names it in its first header line ("2 CPUs (...)")."""
+    if data.get("host"):
+        return data["host"]
+    fields = [f.strip() for f in (data.get("meta") or [""])[0].split(";")]
+    return next((f for f in fields if " CPUs" in f), None)
+
+
 def write_outputs(data, args, log):
-    rows, peaks = data["rows"], data["peaks"]
+    rows, peaks, host = data["rows"], data["peaks"], saved_host(data)
     results = tg.evaluate(rows, memory_dtypes=split(data["dtypes"]))
-    md = report.markdown(rows, data["meta"], peaks, results)
+    md = report.markdown(rows, data["meta"], peaks, results, hs.line(host))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(md)
@@ -212,7 +224,7 @@ def write_outputs(data, args, log):
     png = os.path.join(args.out, "results.png")
     log(f"wrote {args.out}/results.md" + (", results.json" if not args.from_json else "")
         + (", results.png" if report.plot(rows, png) else " (no plot: matplotlib not installed)"))
-    log("\n".join(report.targets_table(results)))
+    log(hs.line(host) + "\n" + "\n".join(report.targets_table(results)))
     errors = report.errors_lines(rows)
     if errors:
         log("failures (implementation errors or wrong results):\n" + "\n".join(errors))
@@ -224,11 +236,13 @@ def write_outputs(data, args, log):
         os.makedirs(os.path.dirname(page), exist_ok=True)
         with open(os.path.join(os.path.dirname(page), full), "w") as f:
             f.write(md)
-        report.update_page(page, report.readme_section(rows, data["meta"], peaks, results, full))
-        row = report.headline(rows, data["meta"])
+        report.update_page(page, report.readme_section(rows, data["meta"], peaks, results, hs.line(host), full),
+                           hs.kind(host))
+        row = report.headline(rows, data["meta"], host)
         if row:
-            rd.update_headline(report.PAGE, row, args.readme)
-        log(f"updated {page} (full tables in {full}) and the attention row of {args.readme}")
+            rd.update_headline(report.PAGE, row, hs.kind(host), args.readme)
+        log(f"updated {page} (full tables in {full}) and the attention row of {args.readme} "
+            f"(host kind {hs.kind(host)})")
     return 1 if errors else 0
 
 
@@ -249,14 +263,16 @@ def main(argv=None):
     log(overhead.describe(ovh))
     if args.overhead_only:
         return 0
+    host = hs.describe()
+    log(hs.line(host))
     dtypes = [peak.DTYPES[d] for d in split(args.dtypes)]
     peaks = peak.calibrate(dtypes, n=args.peak_n)
     log("matmul peak: " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
     rows = benchmark(args, peaks, log, lambda rows: save_json(
-        run_data(args, rows, peaks, ovh, t0, load_start, first), args.out))
+        run_data(args, rows, peaks, ovh, t0, load_start, host, first), args.out))
     peaks = peak.best(peaks, peak.calibrate(dtypes, n=args.peak_n))
     log("matmul peak (best of the run): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in peaks.items()))
-    return write_outputs(run_data(args, rows, peaks, ovh, t0, load_start, first), args, log)
+    return write_outputs(run_data(args, rows, peaks, ovh, t0, load_start, host, first), args, log)
 
 
 if __name__ == "__main__":

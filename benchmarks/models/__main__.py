@@ -12,9 +12,11 @@ table's forward times. Outputs are compared with
 eager's (max abs error over max abs value). Prints a markdown table and
 writes it to benchmarks/results/models.md; `--readme` also replaces the
 results of docs/benchmarks/models.md and the whole-model row of the
-README's headline table. Rows accumulate in
-benchmarks/results/models.json: a configuration run again (`--only`)
-replaces its row, the others keep theirs (each row says when it ran).
+README's headline table, both for this host's kind (benchmarks/host.py:
+described and its peaks measured once per run, the line above each
+table). Rows accumulate in benchmarks/results/models.json: a configuration
+run again (`--only`) on a host of the same kind replaces its row, the
+others keep theirs (each row says when it ran, on which host).
 """
 
 import argparse
@@ -25,9 +27,10 @@ import tempfile
 import torch_mlir_flex  # noqa: F401  (before torch-mlir)
 import torch
 
+from .. import host as hs
 from .. import readme as rd
 from ..child_process import run_json_child
-from ..results_file import merge_rows
+from ..results_file import merge_rows, rows_of
 from .configs import DEFAULT, LONG, ROOT, matmul_gflop
 from .report import markdown, update_readme
 
@@ -72,10 +75,13 @@ def main(argv=None):
     p.add_argument("--from-log", default="", help="rebuild the tables from the printed lines of a run")
     args = p.parse_args(argv)
     if args.from_log:
-        rows, gemm_rows = parse_log(args.from_log)
-        return _write(rows, gemm_rows or None, args.readme)
+        rows, gemm_rows, host = parse_log(args.from_log)
+        return _write(rows, gemm_rows or None, args.readme, host)
     configs = [c for c in DEFAULT + (LONG if args.all else []) if args.only in c.name]
     log = lambda s: print(s, flush=True)  # noqa: E731
+    host = hs.describe()
+    log(hs.line(host))
+    log("host " + json.dumps(host))  # for --from-log
     gemm_rows = None
     if not args.no_gemm:
         from .gemm import run as run_gemm
@@ -84,34 +90,44 @@ def main(argv=None):
     rows = []
     for cfg in configs:
         rows.append(run_config(cfg, args.reps, args.timeout, log))
-    rows, gemm_rows = _merged(rows, gemm_rows)
-    _write(rows, gemm_rows, args.readme)
+    rows, gemm_rows = _merged(rows, gemm_rows, host)
+    _write(rows, gemm_rows, args.readme, host)
 
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "models.json")
 
 
-def _merged(rows, gemm_rows):
-    """`rows`, dated now and naming this host, over those of earlier runs
-    (benchmarks/results/models.json, results_file.merge_rows); the matmul
-    rows of the last run that measured them."""
+def _merged(rows, gemm_rows, host, path=RESULTS):
+    """`rows`, dated now and carrying this host's description, over those
+    of earlier runs (benchmarks/results/models.json,
+    results_file.merge_rows); of them, those of this host's kind, and the
+    matmul rows of the last run on this kind that measured them."""
     order = [c.name for c in DEFAULT + LONG]
-    data = merge_rows(RESULTS, [dict(r, run=rd.now(), host=rd.host()) for r in rows], order,
-                      gemm=gemm_rows or None)
-    return data["rows"], data["gemm"]
+    gemm = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            gemm = json.load(f).get("gemm_by_host") or {}
+    if gemm_rows:
+        gemm[hs.kind(host)] = gemm_rows
+    data = merge_rows(path, [dict(r, run=rd.now(), host=host) for r in rows], order, gemm_by_host=gemm)
+    return rows_of(data["rows"], hs.kind(host)), gemm.get(hs.kind(host))
 
 
 def parse_log(path):
-    """Rows and gemm rows from the lines a run printed (a run stopped early
-    gives the configurations it finished)."""
+    """Rows, gemm rows and the host description from the lines a run
+    printed (a run stopped early gives the configurations it finished; a
+    log without a host line, None)."""
     import re
 
     from .configs import DEFAULT, LONG
 
     names = {c.name: c for c in DEFAULT + LONG}
-    rows, gemm_rows = {}, []
+    rows, gemm_rows, host = {}, [], None
     with open(path) as f:
         for line in f:
+            if line.startswith("host {"):
+                host = json.loads(line[len("host "):])
+                continue
             m = re.match(r"\s+gemm (\S+)\s+(\w+): torch (\d+) ours (\d+) GFLOP/s", line)
             if m:
                 t, o = float(m.group(3)), float(m.group(4))
@@ -123,20 +139,20 @@ def parse_log(path):
                 cfg = names[m.group(1)]
                 row = rows.setdefault(cfg.name, {"config": cfg.name, "gflop": matmul_gflop(cfg), "results": {}})
                 row["results"][m.group(2)] = json.loads(m.group(3))
-    return list(rows.values()), gemm_rows
+    return list(rows.values()), gemm_rows, host
 
 
-def _write(rows, gemm_rows, readme, root=ROOT):
+def _write(rows, gemm_rows, readme, host, root=ROOT):
     """Prints the tables, writes them to benchmarks/results/models.md under
     `root` and, with `readme`, to docs/benchmarks/models.md and the README's
-    headline row there."""
-    text = markdown(rows, gemm_rows)
+    headline row there, for the kind of `host`."""
+    text = markdown(rows, host, gemm_rows)
     print(text)
     os.makedirs(os.path.join(root, "benchmarks", "results"), exist_ok=True)
     with open(os.path.join(root, "benchmarks", "results", "models.md"), "w") as f:
         f.write(text)
     if readme:
-        update_readme(text, rows, os.path.join(root, "README.md"))
+        update_readme(text, rows, host, os.path.join(root, "README.md"))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """Markdown of the whole-model benchmark, with a pass/fail line per target
-(issue #24), written to docs/benchmarks/models.md (its `## Results`
-section) and to the whole-model row of the README's headline table."""
+(issue #24), each table under the line naming the host and its measured
+peaks (benchmarks/host.py), written to docs/benchmarks/models.md (this host
+kind's subsection of its `## Results` section) and to the whole-model row
+of the README's headline table."""
 
 import datetime
 
+from .. import host as hs
 from .. import readme as rd
 
 SECTION = rd.RESULTS_HEAD
@@ -31,7 +34,7 @@ def forward_ms(res, impl):
 def results_table(rows):
     head = ("| config | GFLOP | eager ms | inductor ms | ours ms | ours/eager | ours/inductor | "
             "ours GFLOP/s | compile s: inductor / ours cold / ours cached | peak RSS MiB (weights): "
-            "eager / inductor / ours | ours rel. error | run (UTC), host |")
+            "eager / inductor / ours | ours rel. error | run (UTC); host peaks |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         res = r["results"]
@@ -52,7 +55,7 @@ def results_table(rows):
             f"{' / '.join(_f(c) for c in comp)} | "
             f"{' / '.join(_f(x, '.0f') for x in rss)} ({_f(w, '.0f')}) | "
             f"{_f(res.get('ours', {}).get('rel_error'), '.1e')}{' — ' + '; '.join(errs) if errs else ''} | "
-            f"{r.get('run', '—')}{', ' + r['host'] if r.get('host') else ''} |")
+            f"{r.get('run', '—')}{'; ' + hs.compact(r['host']) if r.get('host') else ''} |")
     return "\n".join(lines)
 
 
@@ -89,22 +92,25 @@ def targets(rows):
     return out
 
 
-def markdown(rows, gemm_rows=None):
+def markdown(rows, host, gemm_rows=None):
+    """The results section: `rows` and `gemm_rows` measured on hosts of the
+    kind of `host` (this run's description), its line above each table."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    line = hs.line(host)
     parts = [SECTION, "",
-             f"`python -m benchmarks.models` (written {now}; this run's host: {rd.host()}; each row "
-             "names the host and time of its own run in its last column). Forward times are medians "
+             f"`python -m benchmarks.models` (written {now}; each row "
+             "names the time of its own run and the peaks measured in it in its last column). Forward times are medians "
              "of calls timed in alternating rounds (eager, inductor, ours) in one process, after a warm-up "
              "call; compile times and peak RSS come from one process per implementation, one after another. Compile: inductor's is its first call; ours cold has an empty compile cache, "
              "cached is a new process on that cache. Peak RSS: the peak after the model was built (its "
              "construction's own peak not counted: transformers builds in f32, then casts) over the "
              "process before it was built, so weights included. Rows accumulate in benchmarks/results/models.json (`--only` "
-             "re-runs some); each row's ratios come from one run.", "", results_table(rows), ""]
+             "re-runs some); each row's ratios come from one run.", "", line, "", results_table(rows), ""]
     if gemm_rows:
         from .gemm import gemm_table
 
-        parts += [gemm_table(gemm_rows), ""]
-    parts += ["| target | result | evidence |", "|---|---|---|"]
+        parts += [line, "", gemm_table(gemm_rows), ""]
+    parts += [line, "", "| target | result | evidence |", "|---|---|---|"]
     parts += [f"| {t} | {r} | {e} |" for t, r, e in targets(rows) + (gemm_targets(gemm_rows) if gemm_rows else [])]
     return "\n".join(parts) + "\n"
 
@@ -129,11 +135,12 @@ def headline(rows):
                            "—", rd.where(pick.get("host", ""), pick.get("run", "")))
 
 
-def update_readme(text, rows, readme=rd.README):
-    """Replaces the `## Results` section of docs/benchmarks/models.md by
-    `text` (which starts with SECTION; the notes after it stay) and the
-    whole-model row of `readme`'s headline table."""
-    rd.write_page(PAGE, TITLE, text[len(SECTION):].lstrip("\n"), readme)
+def update_readme(text, rows, host, readme=rd.README):
+    """Replaces host kind `host`'s subsection of the `## Results` section of
+    docs/benchmarks/models.md by `text` (which starts with SECTION; other
+    kinds and the notes after it stay) and the whole-model row of that
+    kind in `readme`'s headline table."""
+    rd.write_page(PAGE, TITLE, text[len(SECTION):].lstrip("\n"), hs.kind(host), readme)
     row = headline(rows)
     if row:
-        rd.update_headline(PAGE, row, readme)
+        rd.update_headline(PAGE, row, hs.kind(host), readme)

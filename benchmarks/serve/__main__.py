@@ -10,12 +10,13 @@ included; ours with an empty compile cache), the warm time to the first
 token and the decode ms/token, and whether its tokens equal the uncompiled
 model's. The memory-bandwidth column divides the bytes a decode step reads
 (weights + KV cache) by the ms/token and compares with a STREAM-like copy
-measured in the same run. Rows accumulate in
-benchmarks/results/serve.json (a configuration run again replaces its
-row: `--only NAME` runs one). Prints a markdown table and writes it to
-benchmarks/results/serve.md; `--readme` also replaces the results of
-docs/benchmarks/serving.md and the serving row of the README's headline
-table.
+measured in the same run (the host's description, benchmarks/host.py,
+measured once per run and printed above each table). Rows accumulate in
+benchmarks/results/serve.json (a configuration run again on a host of the
+same kind replaces its row: `--only NAME` runs one). Prints a markdown
+table and writes it to benchmarks/results/serve.md; `--readme` also
+replaces this host kind's results in docs/benchmarks/serving.md and its
+serving row in the README's headline table.
 """
 
 import argparse
@@ -24,10 +25,10 @@ import os
 import tempfile
 
 from ..child_process import ROOT, run_json_child
+from .. import host as hs
 from .. import readme as rd
 from ..readme import format_targets
-from ..results_file import merge_rows
-from ..timing import copy_bandwidth_gbs
+from ..results_file import merge_rows, rows_of
 from .configs import DEFAULT, LONG
 from .targets import bandwidth_pct, evaluate
 
@@ -82,9 +83,10 @@ def _cell(r, key, fmt):
     return "error" if "error" in r else fmt.format(r[key])
 
 
-def markdown(rows):
-    """Each row with the copy bandwidth of its own run (`row["bandwidth"]`)."""
-    out = ["| config | impl | first generate, cold (s) | TTFT warm (ms) | decode ms/token | "
+def markdown(rows, host):
+    """Each row with the copy bandwidth of its own run (`row["bandwidth"]`);
+    `host` (this run's description) named above the table."""
+    out = [hs.line(host), "", "| config | impl | first generate, cold (s) | TTFT warm (ms) | decode ms/token | "
            "× inductor | % of bandwidth limit | tokens = reference |",
            "|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -104,7 +106,7 @@ def markdown(rows):
                 out.append(f"| | | error: {r['error'][:150]} | | | | | |")
     runs = sorted({f"{r['bandwidth']:.1f}" for r in rows})
     out += ["", "Runs (UTC): " + "; ".join(f"{r['config']}: {r.get('run', 'time not recorded')}, "
-                                         f"{r.get('host', 'host not recorded')}" for r in rows) + "."]
+                                         f"{hs.compact(r.get('host'))}" for r in rows) + "."]
     out += ["", f"Copy bandwidth (read + write), measured in each configuration's run: {', '.join(runs)} GB/s. "
             "The % of the bandwidth limit divides the bytes a decode step reads by its time and by "
             "the mean of copy bandwidths measured right before and after the same round of tokens (in the "
@@ -122,12 +124,13 @@ def markdown(rows):
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "serve.json")
 
 
-def _merged(rows, bandwidth):
-    """`rows`, each with this run's `bandwidth`, time and host, over the
-    rows of earlier runs (benchmarks/results/serve.json, results_file.merge_rows)."""
+def _merged(rows, host, path=RESULTS):
+    """`rows`, each with this run's copy bandwidth, time and host, over the
+    rows of earlier runs (benchmarks/results/serve.json,
+    results_file.merge_rows); of them, those of this host's kind."""
     order = [c.name for c in DEFAULT + LONG]
-    return merge_rows(RESULTS, [dict(r, bandwidth=bandwidth, run=rd.now(), host=rd.host()) for r in rows],
-                      order)["rows"]
+    new = [dict(r, bandwidth=host["copy_gbs"], run=rd.now(), host=host) for r in rows]
+    return rows_of(merge_rows(path, new, order)["rows"], hs.kind(host))
 
 
 def headline(rows):
@@ -144,18 +147,19 @@ def headline(rows):
         case = name.replace("qwen2 L=24", "Qwen2-0.5B shape").replace("tiny", "tiny Llama")
         return rd.headline_row(PAGE, "serving", f"{case}, decode (hf.generator)", f"{ours:.1f} ms/token",
                                rd.ratio(ours, peer("eager")), rd.ratio(ours, peer("inductor")), "—",
-                               rd.where(by_name[name].get("host", ""), by_name[name].get("run", "")))
+                               rd.where(by_name[name].get("host"), by_name[name].get("run", "")))
     return None
 
 
-def write_readme(rows, table, rounds, readme=rd.README):
-    """The `## Results` section of docs/benchmarks/serving.md (the notes
-    after it stay) and the serving row of `readme`'s headline table."""
+def write_readme(rows, table, rounds, host, readme=rd.README):
+    """Host kind `host`'s subsection of the `## Results` section of
+    docs/benchmarks/serving.md (other kinds and the notes after it stay)
+    and the serving row of that kind in `readme`'s headline table."""
     intro = README_INTRO.format(rounds=_rounds_text(rounds))
-    rd.write_page(PAGE, TITLE, intro + table, readme)
+    rd.write_page(PAGE, TITLE, intro + table, hs.kind(host), readme)
     row = headline(rows)
     if row:
-        rd.update_headline(PAGE, row, readme)
+        rd.update_headline(PAGE, row, hs.kind(host), readme)
 
 
 def main():
@@ -170,7 +174,8 @@ def main():
     ap.add_argument("--impls", default=",".join(IMPLS))
     ap.add_argument("--readme", action="store_true")
     args = ap.parse_args()
-    bandwidth = copy_bandwidth_gbs()
+    host = hs.describe()  # its copy GB/s: the bandwidth column's
+    print(hs.line(host), flush=True)
     configs = DEFAULT + (LONG if args.all or args.only else [])
     if args.only:
         configs = [c for c in configs if c.name in args.only.split(",")]
@@ -188,13 +193,13 @@ def main():
                     print(json.dumps({"config": cfg.name, "impl": impl, "round": rnd,
                                       **{k: v for k, v in r.items() if k != "tokens"}}), flush=True)
         rows.append(row)
-    rows = _merged(rows, bandwidth)
-    table = markdown(rows) + "\n" + format_targets(evaluate(rows)) + "\n"
+    rows = _merged(rows, host)
+    table = markdown(rows, host) + "\n" + hs.line(host) + "\n\n" + format_targets(evaluate(rows)) + "\n"
     print(table)
     with open(os.path.join(ROOT, "benchmarks", "results", "serve.md"), "w") as f:
         f.write(table)
     if args.readme:
-        write_readme(rows, table, args.rounds)
+        write_readme(rows, table, args.rounds, host)
 
 
 if __name__ == "__main__":

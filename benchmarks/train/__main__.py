@@ -4,9 +4,12 @@ CPU flash kernel and eager float32 math, in one process, interleaved.
     PYTHONPATH=python python -m benchmarks.train [--quick] [--reps 5]
         [--cases causal-1024-64,...] [--dtypes f32,bf16] [--readme]
 
-Prints a markdown table and the targets of issue #26 with pass/fail;
-`--readme` writes both into docs/benchmarks/training.md (its results
-section) and the training row of the README's headline table.
+Prints a markdown table and the targets of issue #26 with pass/fail, each
+under the line naming the host and its peaks measured in the run
+(benchmarks/host.py), and saves them in benchmarks/results/train.json;
+`--readme` writes both into docs/benchmarks/training.md (this host kind's
+subsection of its results section) and this host kind's training row of
+the README's headline table.
 Columns: ms per forward + backward (medians over interleaved rounds,
 benchmarks/timing.py; only ratios are meaningful on a shared machine),
 ratios, GFLOP/s and % of the measured matmul peak counting 3.5x the
@@ -17,6 +20,7 @@ off for this process).
 """
 
 import argparse
+import json
 import logging
 import os
 import time
@@ -28,6 +32,7 @@ import torch  # noqa: E402
 from torch_mlir_flex import log  # noqa: E402
 from torch_mlir_flex.backend import blas  # noqa: E402
 
+from benchmarks import host as hs  # noqa: E402
 from benchmarks import peak  # noqa: E402
 from benchmarks.timing import interleaved_medians, peak_extra_bytes, timed_call  # noqa: E402
 from benchmarks.train.cases import ALL_CASES, MEMORY_CASE, QUICK, setup  # noqa: E402
@@ -100,6 +105,8 @@ def main(argv=None):
     dtypes = args.dtypes.split(",") if args.dtypes else ["f32"] if args.quick else ["f32", "bf16"]
     reps = args.reps or (3 if args.quick else 5)
     t0 = time.time()
+    host = hs.describe()
+    print(hs.line(host), flush=True)
     peaks = peak.calibrate([peak.DTYPES[d] for d in dtypes])
     rows = []
     for dtype in dtypes:
@@ -110,19 +117,26 @@ def main(argv=None):
                   + f", compile {r['compile_s']:.2f} s, first call +{r['first_call_s']:.2f} s", flush=True)
     peaks = peak.best(peaks, peak.calibrate([peak.DTYPES[d] for d in dtypes]))
     memory = [] if args.no_memory else [m for d in dtypes for m in [memory_row(d)] if m]
-    text = (f"`python -m benchmarks.train` on {rd.host()} ({rd.now()} UTC, "
-            f"{time.time() - t0:.0f} s; matmul peak " +
+    line = hs.line(host)
+    text = (f"`python -m benchmarks.train` ({rd.now()} UTC, "
+            f"{time.time() - t0:.0f} s; matmul peak, best of the run's calibrations, for % peak: " +
             ", ".join(f"{d} {peaks[d]:.0f} GFLOP/s" for d in dtypes) + "): H=8, B=1, one "
-            "forward + backward per call, ms are medians.\n\n" + table(rows, peaks) + "\n\n" +
+            "forward + backward per call, ms are medians.\n\n" + line + "\n\n" + table(rows, peaks) + "\n\n" +
             "".join(f"Extra memory of one call beyond its output and gradients, causal {m['dtype']} "
                     f"S={m['S']} D={m['D']}: {m['extra_mib']:.0f} MiB.\n" for m in memory) +
-            "\n" + format_targets(evaluate(rows, memory, peaks)) + "\n")
+            "\n" + line + "\n\n" + format_targets(evaluate(rows, memory, peaks)) + "\n")
     print(text)
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump(dict(host=host, run=rd.now(), peaks=peaks, rows=rows, memory=memory), f)
     if args.readme:
-        write_readme(rows, text)
+        write_readme(rows, text, host)
 
 
-def headline(rows, run=None, host=None):
+RESULTS = os.path.join(rd.ROOT, "benchmarks", "results", "train.json")
+
+
+def headline(rows, host, run=None):
     """The training row of the README's headline table (None without a
     causal f32 row): forward + backward against SDPA's flash kernel and
     eager float32 math attention (eager flex_attention and inductor refuse
@@ -135,16 +149,17 @@ def headline(rows, run=None, host=None):
     return rd.headline_row(PAGE, "training", f"causal f32 S={pick['S']} D={pick['D']}, forward + backward "
                            "(eager: math attention)", f"{t['ours'] * 1e3:.0f} ms", rd.ratio(t["ours"], t.get("eager")),
                            "—", rd.ratio(t["ours"], t.get("sdpa")),
-                           rd.where(host or rd.host(), run or rd.now()))
+                           rd.where(host, run or rd.now()))
 
 
-def write_readme(rows, text, readme=rd.README):
-    """The `## Results` section of docs/benchmarks/training.md (the notes
-    after it stay) and the training row of `readme`'s headline table."""
-    rd.write_page(PAGE, TITLE, text, readme)
-    row = headline(rows)
+def write_readme(rows, text, host, readme=rd.README):
+    """Host kind `host`'s subsection of the `## Results` section of
+    docs/benchmarks/training.md (other kinds and the notes after it stay)
+    and the training row of that kind in `readme`'s headline table."""
+    rd.write_page(PAGE, TITLE, text, hs.kind(host), readme)
+    row = headline(rows, host)
     if row:
-        rd.update_headline(PAGE, row, readme)
+        rd.update_headline(PAGE, row, hs.kind(host), readme)
 
 
 if __name__ == "__main__":

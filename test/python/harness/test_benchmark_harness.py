@@ -18,6 +18,7 @@ import torch
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
 from benchmarks import cases, readme, report, run  # noqa: E402
+from benchmarks import host as hs  # noqa: E402
 from benchmarks import targets as tg  # noqa: E402
 
 
@@ -43,7 +44,10 @@ def test_cli_writes_the_report(run_dir):
     md = (run_dir / "results.md").read_text()
     assert "| document | f32 | 64 | 16 | 64×64 |" in md
     assert "## Compile time" in md and "## Targets (issue #11)" in md and "## Failures" not in md
-    assert re.search(r"\d+ CPUs \(.+, family \S+ model \S+\)", md)  # the host is named
+    # the run described this host, kept it in results.json, named it above each of the three tables
+    host = json.loads((run_dir / "results.json").read_text())["host"]
+    assert host["kind"] == hs.describe(measure=False)["kind"] and host["f32_gflops"] > 0 and host["copy_gbs"] > 0
+    assert md.count(hs.line(host) + "\n\n|") == 3
     # the process's one-time set-up is timed apart from the per-op compiles
     assert re.search(r"first compile of the process .*: \d+\.\d+ s \(export ", md)
     has_matplotlib = importlib.util.find_spec("matplotlib") is not None
@@ -66,25 +70,25 @@ def test_row_measures_every_implementation(document_row):
     assert r["flops"] == 4.0 * 16 * 8 * r["kept"]
 
 
-HEADLINE = (f"top\n{readme.HEADLINE_BEGIN}\n| benchmark | case | ours | / eager | / inductor | / SDPA | where |\n"
-            "|---|---|---|---|---|---|---|\n"
-            "| [attention](docs/benchmarks/attention.md) | old | old | old | old | old | old |\n"
+OLD_ROW = "| [attention](docs/benchmarks/attention.md) | old | old | old | old | old | old |"
+HEADLINE = (f"top\n{readme.HEADLINE_BEGIN}\n{readme.KIND_HEAD}K\n\n{readme.HEADLINE_HEADER}\n{OLD_ROW}\n"
             "| [serving](docs/benchmarks/serving.md) | kept | kept | kept | kept | kept | kept |\n"
             f"{readme.HEADLINE_END}\nbottom\n")
 
 
-def test_report_and_readme_from_json(document_row, tmp_path):
-    """--readme: the page's marked table, the full tables beside it (dated),
-    the attention row of the README's headline table; nothing else moves."""
-    data = dict(rows=[document_row], peaks={"f32": 100.0}, overhead=None, dtypes="f32",
-                meta=["2026-12-06 10:00 UTC; torch x; 2 CPUs (Test CPU, family 1 model 2); torch threads 2"])
+def test_report_and_readme_from_json(document_row, tmp_path, zen1):
+    """--readme: the run's host kind's subsection of the page's marked
+    table, the full tables beside it (dated), the attention row of the
+    README's headline table in the host kind's row set; nothing else moves."""
+    data = dict(rows=[document_row], peaks={"f32": 100.0}, overhead=None, dtypes="f32", host=zen1,
+                meta=["2026-12-06 10:00 UTC; torch x; torch threads 2"])
     saved = tmp_path / "results.json"
     saved.write_text(json.dumps(data))
     readme_path = tmp_path / "README.md"
     readme_path.write_text(HEADLINE)
     page = tmp_path / "docs" / "benchmarks" / "attention.md"
     page.parent.mkdir(parents=True)
-    page.write_text(f"intro\n{report.README_BEGIN}\nold\n{report.README_END}\noutro\n")
+    page.write_text(f"intro\n{report.README_BEGIN}\n{readme.KIND_HEAD}K\n\nold\n{report.README_END}\noutro\n")
     assert run.main(["--from-json", str(saved), "--out", str(tmp_path / "out"),
                      "--readme", str(readme_path)]) == 0
     md = (tmp_path / "out" / "results.md").read_text()
@@ -92,24 +96,28 @@ def test_report_and_readme_from_json(document_row, tmp_path):
     assert "ours / torch.compile" in md and "## Targets (issue #11)" in md
     assert md.count("| not run |") == len(tg.evaluate([document_row])) - 4
     text = page.read_text()
-    assert text.startswith("intro\n") and text.endswith("outro\n") and "\nold\n" not in text
-    assert "| document | f32 |" in text
+    assert text.startswith(f"intro\n{report.README_BEGIN}\n{readme.KIND_HEAD}K\n\nold\n\n")
+    assert text.endswith("outro\n")
+    mine = readme.kind_section(text, zen1["kind"])
+    assert mine.startswith(hs.line(zen1) + "\n\nS=64, D=16") and "| document | f32 |" in mine
     full = list(page.parent.glob("attention-*.md"))
     assert len(full) == 1 and full[0].read_text() == md and f"]({full[0].name})" in text
     # no causal f32 row ran: the headline row is the first case at the table's shape
     t = document_row["time"]
     want = (f"| [attention](docs/benchmarks/attention.md) | document f32, S=64 D=16, forward | "
             f"{t['ours'] * 1e3:.1f} ms | — | {t['ours'] / t['torch.compile']:.2f} | "
-            f"{t['ours'] / t['SDPA']:.2f} | 2 CPUs (Test CPU, family 1 model 2), 2026-12-06 10:00 UTC |")
+            f"{t['ours'] / t['SDPA']:.2f} | 2 cores, GEMM f32 49 GFLOP/s, copy 16.0 GB/s; 2026-12-06 10:00 UTC |")
+    # a new host kind: its own row set after K's, which stays
     assert readme_path.read_text() == HEADLINE.replace(
-        "| [attention](docs/benchmarks/attention.md) | old | old | old | old | old | old |", want)
+        readme.HEADLINE_END, f"\n{readme.KIND_HEAD}{zen1['kind']}\n\n{readme.HEADLINE_HEADER}\n{want}\n"
+        + readme.HEADLINE_END)
 
 
 def test_page_without_markers_is_an_error(tmp_path):
     path = tmp_path / "attention.md"
     path.write_text("no markers\n")
     with pytest.raises(ValueError, match="no benchmark markers"):
-        report.update_page(str(path), "table")
+        report.update_page(str(path), "table", "K")
 
 
 def _row(case, dtype, S, D, ours, peer, sdpa=None, **kw):

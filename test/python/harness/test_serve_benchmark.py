@@ -25,7 +25,7 @@ def test_child_reports_a_compiled_generate(tmp_path):
     assert len(r["tokens"][0]) == 4 and r["ms_per_token"] > 0 and r["bytes_per_token"] > 0
 
 
-def test_table_marks_errors_and_token_agreement():
+def test_table_marks_errors_and_token_agreement(zen1):
     ok = dict(first_s=1.0, ttft_ms=2.0, ms_per_token=1.0, bytes_per_token=10**6, tokens=[[5, 6]])
     rows = [{"config": "tiny", "bandwidth": 10.0, "results": {
         "eager": {"error": "RuntimeError: no"},
@@ -34,7 +34,7 @@ def test_table_marks_errors_and_token_agreement():
         "ours-static": dict(ok, tokens=[[5, 7]]),
         "ours-api": dict(ok, ms_per_token=0.5, first_s=0.5),
     }}]
-    table = serve.markdown(rows)
+    table = serve.markdown(rows, zen1)
     lines = {l.split("|")[2].strip(): l for l in table.splitlines() if l.startswith("| tiny")}
     assert "| 0.50 |" in lines["ours"] and lines["ours"].rstrip().endswith("| yes |")
     assert lines["ours-static"].rstrip().endswith("| no |")

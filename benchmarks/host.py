@@ -89,14 +89,44 @@ def cpu(fields: dict, flags) -> dict:
             "isa_label": label, "cores": os.cpu_count() or 1}
 
 
+def _this_cpu():
+    """(fields, flags) of this host's first CPU, from cpu_features'
+    signature ("vendor|family|model|model name|flags"; empty off Linux)."""
+    parts = cpu_features.host_cpu_signature().split("|")
+    if len(parts) < 5:
+        return {}, frozenset()
+    fields = dict(zip(("vendor_id", "cpu family", "model"), parts[:3]), **{"model name": "|".join(parts[3:-1])})
+    return fields, frozenset(parts[-1].split())
+
+
+def isa_caps() -> str:
+    """The ISA caps this process runs under, "" when none: the JIT's
+    vector ISA below the host's ($TORCH_MLIR_FLEX_ISA, cpu_features), the
+    runtime kernels' ISA set ($TORCH_MLIR_FLEX_RUNTIME_ISA, backend/blas)."""
+    from torch_mlir_flex.backend.blas import RUNTIME_ISA_ENV
+
+    caps = []
+    try:
+        if cpu_features.vector_isa() != cpu_features.host_vector_isa():
+            caps.append(f"JIT ISA {cpu_features.vector_isa()}")
+    except ValueError as e:  # a bad cap: the run fails on it anyway, say so here too
+        caps.append(str(e))
+    runtime = os.environ.get(RUNTIME_ISA_ENV, "").strip()
+    if runtime:
+        caps.append(f"runtime ISA {runtime}")
+    return ", ".join(caps)
+
+
 def describe(measure: bool = True, gemm_n: int = GEMM_N, reps: int = GEMM_REPS) -> dict:
     """This host: its CPU (see `cpu`), torch's threads and, with `measure`,
     its peaks measured now (a few seconds): f32_gflops, bf16_gflops (None
     without bf16 instructions), copy_gbs; and when (UTC)."""
     import torch
 
-    flags = cpu_features.host_cpu_flags()
-    desc = cpu(cpu_features._first_cpu(), flags)
+    desc = cpu(*_this_cpu())
+    desc["caps"] = isa_caps()
+    if desc["caps"]:  # not this kind's kernels: rows of their own
+        desc["kind"] += f" [{desc['caps']}]"
     desc.update(torch_threads=torch.get_num_threads(), f32_gflops=None, bf16_gflops=None, copy_gbs=None,
                 measured=time.strftime("%Y-%m-%d %H:%M", time.gmtime()), load=os.getloadavg()[0])
     if measure:
@@ -120,13 +150,16 @@ def _fmt(value, spec=".0f"):
 
 
 def compact(desc) -> str:
-    """Cores and measured peaks in a few words, as a headline row shows them."""
+    """Cores, the load average when the peaks were measured (a shared
+    host's neighbours slow the run down too) and the measured peaks in a
+    few words, as a headline row shows them."""
     if not isinstance(desc, dict):
         return kind(desc)
     gemm = f"f32 {_fmt(desc.get('f32_gflops'))}"
     if desc.get("bf16_gflops") is not None:
         gemm += f" / bf16 {_fmt(desc['bf16_gflops'])}"
-    return (f"{desc.get('cores', '?')} cores, GEMM {gemm} GFLOP/s, "
+    load = "" if desc.get("load") is None else f" (load {desc['load']:.1f})"
+    return (f"{desc.get('cores', '?')} cores{load}, GEMM {gemm} GFLOP/s, "
             f"copy {_fmt(desc.get('copy_gbs'), '.1f')} GB/s")
 
 
@@ -137,8 +170,8 @@ def line(desc) -> str:
     bf16 = ("no bf16 instructions" if desc.get("bf16_gflops") is None and desc.get("f32_gflops") is not None
             else f"bf16 GEMM {_fmt(desc.get('bf16_gflops'))} GFLOP/s")
     return (f"Host: {kind(desc)}: {desc.get('cpu', '?')}, {desc.get('vendor', '?')} family "
-            f"{desc.get('family', '?')} model {desc.get('model', '?')}, ISA level {desc.get('isa', '?')}, "
-            f"{desc.get('cores', '?')} cores (torch threads {desc.get('torch_threads', '?')}); "
+            f"{desc.get('family', '?')} model {desc.get('model', '?')}, ISA level {desc.get('isa', '?')}"
+            f"{' (capped: ' + desc['caps'] + ')' if desc.get('caps') else ''}, {desc.get('cores', '?')} cores (torch threads {desc.get('torch_threads', '?')}); "
             f"measured in this run ({desc.get('measured', '?')} UTC, load average "
             f"{_fmt(desc.get('load'), '.1f')}): f32 GEMM "
             f"{_fmt(desc.get('f32_gflops'))} GFLOP/s, {bf16}, copy {_fmt(desc.get('copy_gbs'), '.1f')} GB/s.")

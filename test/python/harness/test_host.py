@@ -16,7 +16,7 @@ from benchmarks import readme as rd
 from benchmarks.results_file import merge_rows, rows_of
 from torch_mlir_flex.backend import cpu_features
 
-FIELDS = {"kind", "cpu", "name", "vendor", "family", "model", "microarch", "isa", "isa_label", "cores",
+FIELDS = {"kind", "caps", "cpu", "name", "vendor", "family", "model", "microarch", "isa", "isa_label", "cores",
           "torch_threads", "f32_gflops", "bf16_gflops", "copy_gbs", "measured", "load"}
 
 
@@ -24,7 +24,7 @@ def test_this_host_is_described_and_measured():
     desc = hs.describe(gemm_n=256, reps=2)
     assert FIELDS <= set(desc)
     assert desc["isa"] in {level for level, _, _ in hs.ISA_LEVELS} | {hs.GENERIC[0]}
-    assert desc["kind"] == f"{desc['name']} ({desc['isa_label']})"
+    assert desc["kind"] == f"{desc['name']} ({desc['isa_label']})" and desc["caps"] == ""
     assert desc["cores"] >= 1 and desc["f32_gflops"] > 0 and desc["copy_gbs"] > 0
     # bf16 GEMM measured exactly where the CPU has bf16 dot-product instructions
     assert (desc["bf16_gflops"] is not None) == cpu_features.host_has_bf16_dot()
@@ -36,6 +36,24 @@ def test_this_host_is_described_and_measured():
     # without measuring: the same kind, no peaks
     quiet = hs.describe(measure=False)
     assert quiet["kind"] == desc["kind"] and quiet["f32_gflops"] is None and quiet["copy_gbs"] is None
+
+
+def test_isa_caps_make_their_own_kind(monkeypatch):
+    """A run with the JIT's ISA capped below the host's, or the runtime
+    kernels' ISA set, measures other kernels than the host's: its rows go
+    to a kind of their own. A cap at or above the host's ISA is no cap."""
+    host = hs.describe(measure=False)["kind"]
+    monkeypatch.setenv(cpu_features.ISA_ENV, "avx512")
+    assert hs.describe(measure=False)["kind"] == host
+    monkeypatch.setenv(cpu_features.ISA_ENV, "avx2")
+    capped = hs.describe(measure=False)
+    if cpu_features.host_vector_isa() == "avx512":
+        assert capped["kind"] == host + " [JIT ISA avx2]" and "(capped: JIT ISA avx2)" in hs.line(capped)
+    else:
+        assert capped["kind"] == host and capped["caps"] == ""
+    monkeypatch.delenv(cpu_features.ISA_ENV)
+    monkeypatch.setenv("TORCH_MLIR_FLEX_RUNTIME_ISA", "generic")
+    assert hs.describe(measure=False)["kind"] == host + " [runtime ISA generic]"
 
 
 @pytest.mark.parametrize("flags, level, label", [
@@ -60,7 +78,7 @@ def test_cpu_names_and_kinds(zen1, xeon):
     assert hs.cpu_name("AMD EPYC", "Zen 4") == "AMD EPYC Zen 4"
     assert hs.cpu_name("Intel(R) Xeon(R) CPU @ 2.20GHz") == "Intel Xeon"
     assert hs.cpu({}, set())["kind"] == "unknown CPU (no AVX2)"
-    assert hs.compact(xeon) == "2 cores, GEMM f32 150 / bf16 900 GFLOP/s, copy 30.0 GB/s"
+    assert hs.compact(xeon) == "2 cores (load 1.0), GEMM f32 150 / bf16 900 GFLOP/s, copy 30.0 GB/s"
     assert "no bf16 instructions" in hs.line(zen1) and "bf16 GEMM 900 GFLOP/s" in hs.line(xeon)
     assert hs.kind(None) == hs.kind("") == hs.UNKNOWN and hs.kind("2 CPUs (old row)") == "2 CPUs (old row)"
 

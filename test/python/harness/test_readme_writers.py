@@ -50,7 +50,7 @@ def test_headline_row_replaced_appended_and_markers_required(tree, zen1):
     readme = str(tree / "README.md")
     row = rd.headline_row("serving", "serving", "c", "2 ms", "0.50", "0.25", "—", rd.where(zen1, "r"))
     assert row == ("| [serving](docs/benchmarks/serving.md) | c | 2 ms | 0.50 | 0.25 | — | "
-                   "2 cores, GEMM f32 49 GFLOP/s, copy 16.0 GB/s; r UTC |")
+                   "2 cores (load 1.0), GEMM f32 49 GFLOP/s, copy 16.0 GB/s; r UTC |")
     rd.update_headline("serving", row, ZEN1, readme)
     _only_row_changed(tree, "serving", row)
     new = rd.headline_row("other", "other", "c", "1", "—", "—", "—", rd.where(None, ""))
@@ -82,11 +82,11 @@ def test_models_writer(tree, zen1):
                          "ours-cached": res(1.0)}}]
     models._write(rows, None, True, zen1, root=str(tree))
     _page_replaced(tree, "models", "| qwen2 L=2 S=128 f32 | 43 | 400.0 | 300.0 | 200.0 | 0.50 | 0.67 |",
-                   "| 2026-12-06 06:27; 2 cores, GEMM f32 49 GFLOP/s, copy 16.0 GB/s |",
+                   "| 2026-12-06 06:27; 2 cores (load 1.0), GEMM f32 49 GFLOP/s, copy 16.0 GB/s |",
                    "| forward <= 1.0x eager | pass |", "Host: " + ZEN1 + ": AMD EPYC 7571 32-Core Processor")
     assert (tree / "benchmarks" / "results" / "models.md").exists()
     _only_row_changed(tree, "models", "| [whole model](docs/benchmarks/models.md) | Qwen2-0.5B shape (24 layers), "
-                      "S=1024 f32 forward | 700 ms | 0.70 | 0.88 | — | 2 cores, GEMM f32 49 GFLOP/s, copy 16.0 GB/s; "
+                      "S=1024 f32 forward | 700 ms | 0.70 | 0.88 | — | 2 cores (load 1.0), GEMM f32 49 GFLOP/s, copy 16.0 GB/s; "
                       "2026-12-06 06:27 UTC |")
 
 
@@ -101,14 +101,14 @@ def test_serving_writer(tree, zen1):
              "results": {"inductor": dict(ok, ms_per_token=150.0), "ours-api": {"error": "x"}}}]
     table = serve.markdown(rows, zen1)
     assert table.startswith("Host: " + ZEN1 + ": ")
-    assert ("Runs (UTC): tiny f32 B=1 P=128: 2026-12-06 14:08, 2 cores, GEMM f32 49 GFLOP/s, copy 16.0 GB/s; "
+    assert ("Runs (UTC): tiny f32 B=1 P=128: 2026-12-06 14:08, 2 cores (load 1.0), GEMM f32 49 GFLOP/s, copy 16.0 GB/s; "
             "qwen2 L=24 f32 B=1 P=128: time not recorded, host not recorded.") in table
     serve.write_readme(rows, table, 2, zen1, str(tree / "README.md"))
     _page_replaced(tree, "serving", "`python -m benchmarks.serve`", "2 processes per implementation",
                    "| tiny f32 B=1 P=128 | ours-api |")
     # the 0.5B shape's ours-api failed: the tiny row is the headline
     _only_row_changed(tree, "serving", "| [serving](docs/benchmarks/serving.md) | tiny Llama f32 B=1 P=128, decode "
-                      "(hf.generator) | 1.0 ms/token | 0.25 | 0.50 | — | 2 cores, GEMM f32 49 GFLOP/s, "
+                      "(hf.generator) | 1.0 ms/token | 0.25 | 0.50 | — | 2 cores (load 1.0), GEMM f32 49 GFLOP/s, "
                       "copy 16.0 GB/s; 2026-12-06 14:08 UTC |")
 
 
@@ -127,6 +127,6 @@ def test_training_writer(tree, zen1):
     _page_replaced(tree, "training", "the table")
     text = (tree / "README.md").read_text()
     want = ("| [training](docs/benchmarks/training.md) | causal f32 S=4096 D=128, forward + backward "
-            "(eager: math attention) | 600 ms | 0.10 | — | 0.50 | 2 cores, GEMM f32 49 GFLOP/s, copy 16.0 GB/s; ")
+            "(eager: math attention) | 600 ms | 0.10 | — | 0.50 | 2 cores (load 1.0), GEMM f32 49 GFLOP/s, copy 16.0 GB/s; ")
     assert want in text
     assert text.replace(text[text.index(want):text.index(" UTC |", text.index(want)) + 6], ROWS["training"]) == README

@@ -139,6 +139,20 @@ def readme_section(rows, meta, peaks, target_results, host_line, full_tables="")
     return "\n".join(lines)
 
 
+def full_tables_name(page_dir, date, kind):
+    """The file of a run's full tables beside the page: attention-<date>.md,
+    unless a run on another host kind wrote that one (its host line names
+    another kind): then attention-<date>-<kind, lower case, dashed>.md."""
+    name = f"{PAGE}-{date}.md"
+    path = os.path.join(page_dir, name)
+    if os.path.exists(path):
+        with open(path) as f:
+            if f"\nHost: {kind}: " not in f.read():
+                slug = "".join(c if c.isalnum() else "-" for c in kind.lower())
+                name = f"{PAGE}-{date}-{'-'.join(w for w in slug.split('-') if w)}.md"
+    return name
+
+
 def update_page(path, section, kind):
     """Replaces host kind `kind`'s subsection between the benchmark markers
     of `path` by `section` (other kinds' stay; a page that does not exist

@@ -232,7 +232,7 @@ def write_outputs(data, args, log):
         # the page docs/benchmarks/attention.md, the full tables beside it
         # as attention-<date>.md, and the README's headline row
         page = rd.page_path(report.PAGE, args.readme)
-        full = f"{report.PAGE}-{data.get('date', today())}.md"
+        full = report.full_tables_name(os.path.dirname(page), data.get("date", today()), hs.kind(host))
         os.makedirs(os.path.dirname(page), exist_ok=True)
         with open(os.path.join(os.path.dirname(page), full), "w") as f:
             f.write(md)

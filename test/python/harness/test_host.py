@@ -145,3 +145,15 @@ def test_models_rows_and_matmuls_per_host_kind(tmp_path, zen1, xeon):
     assert [r["host"]["kind"] for r in rows] == [xeon["kind"]] and g is None
     rows, g = models._merged([], None, zen1, path)
     assert len(rows) == 1 and g == gemm(0.5)
+
+
+def test_full_tables_of_two_host_kinds_on_one_day(tmp_path, zen1, xeon):
+    """benchmarks.run --readme: a second host kind's run on the same day
+    does not overwrite the first's attention-<date>.md."""
+    from benchmarks import report
+
+    assert report.full_tables_name(str(tmp_path), "2026-12-06", zen1["kind"]) == "attention-2026-12-06.md"
+    (tmp_path / "attention-2026-12-06.md").write_text(f"# run\n\n{hs.line(zen1)}\n\n| table |\n")
+    assert report.full_tables_name(str(tmp_path), "2026-12-06", zen1["kind"]) == "attention-2026-12-06.md"
+    assert (report.full_tables_name(str(tmp_path), "2026-12-06", xeon["kind"])
+            == "attention-2026-12-06-intel-xeon-platinum-8488c-avx-512-avx512-bf16-amx.md")

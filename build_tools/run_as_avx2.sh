@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Runs pytest (or any Python command) of this project as on an AVX2-only
+# CPU, for developers without one: the venv's Python under qemu-user's
+# emulation of an Intel Haswell (AVX2 + FMA, no AVX-512, no AVX512-BF16,
+# no AMX). Not part of CI: the emulator runs code 10-50x slower than the
+# host (about 15 s just to import torch).
+#
+#   build_tools/run_as_avx2.sh test/python/backend/test_dense_matmul.py -k small
+#   build_tools/run_as_avx2.sh --python examples/hf_tiny_llama.py
+#
+# Without --python the arguments go to `python -m pytest -q -p no:cacheprovider`
+# (add `-n 2` for two emulated workers). Environment:
+#   FLEX_VENV          the venv (default: .venv of the repository)
+#   FLEX_QEMU_CPU      qemu's CPU model (default Haswell-v4; `qemu-x86_64 -cpu help`)
+#   FLEX_QEMU          the emulator binary (default qemu-x86_64 on PATH)
+# qemu-user is installed with apt-get (as root or with sudo) when missing.
+#
+# What the emulated process sees (docs/robustness.md, "Running as on an
+# AVX2-only CPU"):
+#   - CPUID is the emulated CPU's: torch's dispatch, LLVM's host CPU (the
+#     JIT compiles for `haswell`) and the runtime's __builtin_cpu_supports
+#     see AVX2 only; an AVX-512 instruction raises SIGILL.
+#   - qemu-user passes the host's /proc/cpuinfo through, AVX-512 flags and
+#     all, which cpu_features.py reads. So the guest gets its own copy
+#     (qemu's -L prefix: a path that exists under the prefix is opened
+#     there first) with the flags of vector extensions newer than AVX2
+#     removed and "(qemu <cpu>)" added to the model name, which keeps the
+#     compile cache's entries apart from the host's.
+#   - A child process started with sys.executable (pytest-xdist workers,
+#     the codegen child of large modules, CLI tests) would run natively,
+#     on the host's ISA. sys.executable is set (sitecustomize.py on
+#     PYTHONPATH) to a wrapper that starts the venv's Python under the
+#     same emulation; other programs (cc, flex-opt, objdump) run natively,
+#     which is right for tools whose output does not depend on the CPU.
+#   - The compile cache is a fresh directory per run unless
+#     TORCH_MLIR_FLEX_CACHE_DIR is set.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${FLEX_VENV:-$ROOT/.venv}"
+CPU="${FLEX_QEMU_CPU:-Haswell-v4}"
+QEMU="${FLEX_QEMU:-qemu-x86_64}"
+
+if [ "$(uname -m)" != "x86_64" ]; then
+  echo "error: run_as_avx2.sh emulates an x86-64 CPU on an x86-64 host; this is $(uname -m)" >&2
+  exit 2
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "error: no venv at $VENV: run build_tools/setup_venv.sh first (or set FLEX_VENV)" >&2
+  exit 2
+fi
+if ! command -v "$QEMU" >/dev/null 2>&1; then
+  echo "== installing qemu-user (apt-get)" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: $QEMU not found and no apt-get: install qemu-user (it provides qemu-x86_64)" >&2
+    exit 2
+  fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq qemu-user >/dev/null
+fi
+QEMU="$(command -v "$QEMU")"
+CPUS="$("$QEMU" -cpu help || true)"  # (it exits 1 after listing them)
+if ! grep "^x86 *$CPU " >/dev/null <<<"$CPUS"; then
+  echo "error: $QEMU has no CPU model $CPU (see: $QEMU -cpu help)" >&2
+  exit 2
+fi
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+if [ -z "${TORCH_MLIR_FLEX_CACHE_DIR:-}" ]; then
+  mkdir -m 700 "$WORK/cache"
+  export TORCH_MLIR_FLEX_CACHE_DIR="$WORK/cache"
+fi
+
+# The guest's /proc/cpuinfo: the host's without vector extensions newer than
+# AVX2 (what cpu_features.py asks about: AVX-512 in all its parts, AMX,
+# AVX-VNNI and the other VEX extensions of later cores, AVX10).
+mkdir -p "$WORK/root/proc"
+sed -E \
+  -e '/^flags/ s/ (avx512[a-z0-9_]*|amx[a-z0-9_]*|avx_vnni[a-z0-9_]*|avx_ne_convert|avx_ifma|avx10[a-z0-9_.]*|vaes|vpclmulqdq|gfni)\b//g' \
+  -e "/^model name/ s/\$/ (qemu $CPU)/" \
+  /proc/cpuinfo >"$WORK/root/proc/cpuinfo"
+
+# sys.executable for children: the venv's Python under the same emulation.
+mkdir -p "$WORK/bin" "$WORK/site"
+cat >"$WORK/bin/python" <<EOF
+#!/bin/sh
+exec "$QEMU" -cpu "$CPU" -L "$WORK/root" "$VENV/bin/python" "\$@"
+EOF
+chmod +x "$WORK/bin/python"
+cat >"$WORK/site/sitecustomize.py" <<'EOF'
+# Written by build_tools/run_as_avx2.sh: children started with
+# sys.executable run under the same CPU emulation as this process.
+import os
+import sys
+
+sys.executable = os.environ.get("FLEX_AVX2_PYTHON", sys.executable)
+EOF
+export FLEX_AVX2_PYTHON="$WORK/bin/python"
+export PYTHONPATH="$WORK/site${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$VENV/bin:$PATH"  # tools found next to the venv's Python
+export VIRTUAL_ENV="$VENV"
+
+cd "$ROOT"
+echo "== as on an AVX2-only CPU: qemu-user $("$QEMU" --version | head -1 | awk '{print $3}'), -cpu $CPU" >&2
+# qemu warns once per run about system features TCG lacks (pcid, x2apic...):
+# they do not concern user programs.
+filter() { grep --line-buffered -v "TCG doesn't support requested feature" >&2 || true; }
+if [ "${1:-}" = "--python" ]; then
+  shift
+  "$WORK/bin/python" "$@" 2> >(filter)
+else
+  "$WORK/bin/python" -m pytest -q -p no:cacheprovider "$@" 2> >(filter)
+fi

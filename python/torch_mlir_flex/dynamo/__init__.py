@@ -16,7 +16,8 @@ compiled here too (training.py), flex_attention's backward included
 (device_check.py lets Dynamo trace it on CPU for this backend). Dynamic shapes (Dynamo's automatic
 dynamic after a shape change, `dynamic=True`, `mark_dynamic`) compile once
 for the range of sizes (graph_inputs.py); sizes torch.export refuses to
-keep dynamic are compiled at the example's values, with Dynamo guards
+keep dynamic, and Python floats Dynamo made dynamic where an op needs a
+number, are compiled at the example's values, with Dynamo guards
 (specialize.py), never left to eager. Graphs that update inputs in
 place (a KV cache's `index_copy_`) write the new values into the caller's
 tensors (backend/mutations.py). What a graph cannot be compiled for is
@@ -100,9 +101,8 @@ def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: s
             # sliding-window cache slice: "specialized to a constant").
             examples = tuple(x.contiguous() if isinstance(x, torch.Tensor) and not keep_strides else x
                              for x in inputs.examples)
-            module = inputs.module(outputs.tensor_graph(gm))
-            compiled, dynamic = _compile_specializing_refused(module, examples, inputs, backend,
-                                                              func_name, opt_level)
+            compiled, dynamic = _compile_specializing_refused(outputs.tensor_graph(gm), examples, inputs,
+                                                              backend, func_name, opt_level)
             if dynamic:
                 stats["dynamic"] += 1
             if not (inputs.is_identity and outputs.all_tensors):
@@ -122,11 +122,13 @@ def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: s
     return compiled
 
 
-def _compile_specializing_refused(module, examples, inputs, backend, func_name, opt_level):
-    """(compiled function, whether a size stays dynamic). When torch.export
-    refuses dynamic sizes (specialize.py), the sizes it names are fixed to
-    the example's, with Dynamo guards for them, and the export is retried;
-    the message is logged at INFO."""
+def _compile_specializing_refused(graph, examples, inputs, backend, func_name, opt_level):
+    """(compiled function, whether a size stays dynamic) for Dynamo's
+    `graph`. When torch.export refuses dynamic sizes (specialize.py), the
+    sizes it names are fixed to the example's, with Dynamo guards for them,
+    and the export is retried; likewise, once, the `.item()`s of dynamic
+    Python floats when export fails on a data-dependent guard. Each retry
+    is logged at INFO with what export refused."""
     from ..backend.compile import FlexCompileError, compile
     from ..backend.pipelines import DEFAULT_BACKEND
 
@@ -135,7 +137,8 @@ def _compile_specializing_refused(module, examples, inputs, backend, func_name, 
 
     from . import specialize
 
-    static = set()
+    static, pinned = set(), None
+    module = inputs.module(graph)
     while True:
         dynamic = inputs.dynamic_shapes(static) if inputs.is_dynamic else None
         try:
@@ -149,6 +152,17 @@ def _compile_specializing_refused(module, examples, inputs, backend, func_name, 
                                    exported_check=_check_outputs)
             return compiled, dynamic is not None
         except FlexCompileError as e:
+            if pinned is None and specialize.data_dependent(e):
+                pinned_graph, pinned = specialize.pin_input_items(graph)
+                if pinned_graph is None:
+                    raise
+                module = inputs.module(pinned_graph)
+                stats["specialized"] += 1
+                log.info("torch_mlir_flex: %s: torch.export cannot trace a dynamic Python number (%s); "
+                         "compiling with %s fixed to the example's values (Dynamo recompiles for others)",
+                         func_name, str(e).splitlines()[0],
+                         ", ".join(f"{k}={v!r}" for k, v in pinned.items()))
+                continue
             message = specialize.refusal(e) if dynamic is not None else None
             if message is None:
                 raise

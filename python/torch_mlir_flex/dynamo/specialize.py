@@ -13,6 +13,13 @@ reads which arguments and dims it names; `guard_equal_to_examples` adds
 size fails the guard and Dynamo recompiles instead of handing our
 specialized function sizes it was not compiled for. The other symbols
 stay dynamic.
+
+Likewise a Python float Dynamo made dynamic (an attribute such as
+`self.scaling` that differed in an earlier model sharing the frame) is
+passed as a 0-d tensor and read with `.item()`; where an op needs a
+number (`scaled_dot_product_attention(scale=...)`) torch.export fails on
+a data-dependent guard. `pin_input_items` puts the example's value in
+the graph instead, with a Dynamo guard on it.
 """
 
 import re
@@ -71,6 +78,66 @@ def guard_equal_to_examples(sym_ints: Iterable) -> bool:
     envs = {id(s.node.shape_env): s.node.shape_env for s in sym_ints}
     if not sym_ints or any(env is None or getattr(env, "frozen", False) for env in envs.values()):
         return False
+    import torch
+
     for s in sym_ints:
-        int(s)  # guard_int: records Eq(symbol, hint) as a guard of the frame
+        # guard_int / guard_float: records Eq(symbol, hint) as a guard of the frame
+        float(s) if isinstance(s, torch.SymFloat) else int(s)
     return True
+
+
+def data_dependent(error) -> bool:
+    """Whether torch.export failed on a guard over a value it cannot know
+    while tracing (an `.item()` of an input: a Python float that Dynamo
+    made dynamic and passes as a 0-d tensor, used where an op needs a
+    number, as `scaled_dot_product_attention(scale=...)`)."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    seen = set()
+    e = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, GuardOnDataDependentSymNode):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def pin_input_items(gm):
+    """A copy of Dynamo's graph `gm` in which each `.item()` of a graph
+    input whose example value Dynamo knows (a backed SymFloat or SymInt)
+    is that value, with a Dynamo guard on it (the frame recompiles for
+    another value); and the values pinned, {node name: value}. ({}, None)
+    when there is none or Dynamo's guards are final."""
+    import copy
+
+    import torch
+    from torch.fx.node import map_aggregate
+
+    from .graph_inputs import _node_value
+
+    def pinnable(n):
+        v = _node_value(n)
+        return (n.op == "call_method" and n.target == "item" or n.target is torch.ops.aten.item.default) \
+            and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder" \
+            and isinstance(v, (torch.SymFloat, torch.SymInt)) and v.node.hint is not None
+
+    examples = {n.name: _node_value(n) for n in gm.graph.nodes if pinnable(n)}
+    if not examples or not guard_equal_to_examples(examples.values()):
+        return None, {}
+    gm = copy.copy(gm)
+    gm.graph = copy.deepcopy(gm.graph)
+    pinned = {}
+    for n in list(gm.graph.nodes):
+        if n.name not in examples:
+            continue
+        v = examples[n.name]
+        value = float(v.node.hint) if isinstance(v, torch.SymFloat) else int(v.node.hint)
+        swap = lambda a: value if a is n else a  # noqa: E731
+        for user in list(n.users):
+            user.args = map_aggregate(user.args, swap)
+            user.kwargs = map_aggregate(user.kwargs, swap)
+        gm.graph.erase_node(n)
+        pinned[n.name] = value
+    gm.recompile()
+    return gm, pinned

@@ -11,6 +11,8 @@ numerics equal to eager PyTorch and no graph left in eager.
 import logging
 import warnings
 
+import pytest
+
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -257,3 +259,47 @@ def test_refused_positions_are_read_from_the_message():
     assert specialize.refused_positions(msg) == [(0, 2), (3, None)]
     assert specialize.constraint_lines(msg).startswith("You marked L['args'][0].size()[2] as dynamic")
     assert specialize.refused_positions("no list; inputs['args'][1].shape[0] pinned") == [(1, 0)]
+
+
+def sdpa_scaled(q, k, v, scale: float):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale) * 2
+
+
+def test_dynamic_python_float_is_pinned_not_eager(fresh):
+    """A float that changes between calls becomes a 0-d tensor input read
+    with `.item()`; sdpa needs a number there, which torch.export cannot
+    trace: each value compiles with the float fixed (a Dynamo guard)."""
+    delta, warned = fresh
+    fn = torch.compile(sdpa_scaled, backend="torch_mlir_flex")
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 8, 16, generator=g) for _ in range(3))
+    with log.capture(logging.INFO) as records, torch.no_grad():
+        for scale in (0.25, 0.5, 0.125, 0.5):
+            torch.testing.assert_close(fn(q, k, v, scale), sdpa_scaled(q, k, v, scale), rtol=1e-5, atol=1e-5)
+    assert delta("eager") == 0 and delta("compiled") == 3 and delta("specialized") == 2, warned
+    pinned = [r for r in records if "cannot trace a dynamic Python number" in r]
+    assert len(pinned) == 2 and "=0.5 fixed" in pinned[0] and "=0.125 fixed" in pinned[1], records
+
+
+def test_hf_model_after_another_compiles(fresh):
+    """Qwen2 (sdpa) compiled after a Llama in the same process: Dynamo
+    shares transformers' wrapper frames between them, so the attention's
+    `scaling` float arrives dynamic. Every graph compiles; tokens equal
+    the uncompiled models'."""
+    transformers = pytest.importorskip("transformers")
+    delta, warned = fresh
+    ids = torch.randint(3, 256, (1, 9), generator=torch.Generator().manual_seed(1))
+    common = dict(vocab_size=256, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                  attn_implementation="sdpa")
+    torch.manual_seed(0)
+    models = [transformers.LlamaForCausalLM(transformers.LlamaConfig(hidden_size=64, intermediate_size=96,
+                                                                     **common)).eval(),
+              transformers.Qwen2ForCausalLM(transformers.Qwen2Config(hidden_size=128, intermediate_size=96,
+                                                                     **common)).eval()]
+    kw = dict(max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    for model in models:
+        with torch.no_grad():
+            want = model.generate(ids, **kw)
+            model.forward = torch.compile(model.forward, backend="torch_mlir_flex")
+            assert torch.equal(model.generate(ids, **kw), want), type(model).__name__
+    assert delta("eager") == 0 and delta("specialized") >= 1, warned

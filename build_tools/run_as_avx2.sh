@@ -64,6 +64,12 @@ if ! grep "^x86 *$CPU " >/dev/null <<<"$CPUS"; then
   echo "error: $QEMU has no CPU model $CPU (see: $QEMU -cpu help)" >&2
   exit 2
 fi
+# qemu's TCG emulates AVX, AVX2 and FMA from qemu 7.2 on; older ones warn
+# that it lacks them and the guest runs SSE code only.
+if LACKS="$("$QEMU" -cpu "$CPU" /bin/true 2>&1 | grep -E -o '\.(avx2?|fma) ')"; then
+  echo "error: $("$QEMU" --version | head -1) does not emulate $(echo $LACKS | tr -d .): qemu 7.2 or later needed" >&2
+  exit 2
+fi
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

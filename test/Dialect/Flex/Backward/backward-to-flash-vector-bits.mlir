@@ -23,19 +23,21 @@
 // V512: scf.forall.in_parallel
 //
 // 256: K^T and V^T in 8 x 8 blocks; every contraction in chunks of whole
-// ymm registers, 64 -> 24 + 24 + 16, 4 rows per step (4 x 3 and 4 x 2).
+// ymm registers, 64 -> 24 + 24 + 16, 4 rows per step in one-register
+// pieces (4 x 3 and 4 x 2 vector<8xf32> accumulators).
 // V256-LABEL: func.func @bwd
 // V256: scf.for %{{.*}} = %c0 to %c64 step %c8 iter_args(%{{.*}}) -> (tensor<1x64x64xf32>)
 // V256-COUNT-8: vector.transfer_read {{.*}} vector<8xf32>
 // S, dP (scaled S first):
 // V256: scf.for %{{.*}} = %c0 to %c48 step %c24 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
 // V256-NEXT: scf.for %{{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
-// V256-NEXT: scf.for {{.*}} -> (vector<24xf32>, vector<24xf32>, vector<24xf32>, vector<24xf32>)
-// V256: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// V256: scf.for {{.*}} -> (vector<24xf32>, vector<24xf32>, vector<24xf32>, vector<24xf32>)
-// V256: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// V256-NEXT: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // dV, dK, dQ (accumulating):
-// V256-COUNT-3: scf.for {{.*}} -> (vector<24xf32>, vector<24xf32>, vector<24xf32>, vector<24xf32>)
+// V256-COUNT-3: scf.for {{.*}} -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256-NOT: vector<24xf32>
 // V256-NOT: vector<32xf32>
 // V256-NOT: vector<64xf32>
 // V256: scf.forall.in_parallel

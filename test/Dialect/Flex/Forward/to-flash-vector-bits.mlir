@@ -30,7 +30,8 @@
 //
 // 256: K^T in 8 x 8 blocks; both contractions in chunks of whole ymm
 // registers, 64 -> 24 + 24 (one kernel in a loop over the column offset)
-// + 16, each 4 rows per step: 4 x 3 ymm (12 accumulators), then 4 x 2.
+// + 16, each 4 rows per step carried as one-register pieces
+// (vector<8xf32>): 4 x 3 ymm (12 accumulators), then 4 x 2.
 // V256-LABEL: func.func @causal
 // V256: scf.for %{{.*}} = %c0 to %c128 step %c8 iter_args(%{{.*}}) -> (tensor<2x64x64xf32>)
 // V256-NEXT: arith.divui
@@ -42,20 +43,22 @@
 // Q.K^T (scaled as it is written):
 // V256: scf.for %[[COL:.*]] = %c0 to %c48 step %c24 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
 // V256-NEXT: scf.for %{{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
-// V256-NEXT: scf.for %[[K:.*]] = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<24xf32>, vector<24xf32>, vector<24xf32>, vector<24xf32>)
-// V256-NEXT: vector.transfer_read {{.*}}[%[[K]], %[[COL]]], {{.*}} : tensor<64x64xf32>, vector<24xf32>
-// V256-COUNT-4: vector.fma {{.*}} : vector<24xf32>
-// V256: arith.mulf {{.*}} : vector<24xf32>
+// V256-NEXT: scf.for %[[K:.*]] = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256-NEXT: vector.transfer_read {{.*}}[%[[K]], %[[COL]]], {{.*}} : tensor<64x64xf32>, vector<8xf32>
+// V256-COUNT-12: vector.fma {{.*}} : vector<8xf32>
+// V256: arith.mulf {{.*}} : vector<8xf32>
 // V256: scf.for %{{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
-// V256-NEXT: scf.for %[[K2:.*]] = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// V256-NEXT: vector.transfer_read {{.*}}[%[[K2]], %c48], {{.*}} : tensor<64x64xf32>, vector<16xf32>
-// V256-COUNT-4: vector.fma {{.*}} : vector<16xf32>
+// V256-NEXT: scf.for %[[K2:.*]] = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256-NEXT: vector.transfer_read {{.*}}[%[[K2]], %c48], {{.*}} : tensor<64x64xf32>, vector<8xf32>
+// V256-NEXT: vector.transfer_read {{.*}}[%[[K2]], %c56], {{.*}} : tensor<64x64xf32>, vector<8xf32>
+// V256-COUNT-8: vector.fma {{.*}} : vector<8xf32>
 // P.V (acc * corr as the initial accumulators):
-// V256: scf.for %[[PCOL:.*]] = %c0 to %c48 step %c24 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
+// V256: scf.for %{{.*}} = %c0 to %c48 step %c24 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
 // V256-NEXT: scf.for %{{.*}} = %c0 to %c64 step %c4 iter_args(%{{.*}}) -> (tensor<64x64xf32>)
-// V256: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<24xf32>, vector<24xf32>, vector<24xf32>, vector<24xf32>)
-// V256-COUNT-4: vector.fma {{.*}} : vector<24xf32>
-// V256: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// V256: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256-COUNT-12: vector.fma {{.*}} : vector<8xf32>
+// V256: scf.for {{.*}} = %c0 to %c64 step %c1 iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// V256-NOT: vector<24xf32>
 // V256-NOT: vector<32xf32>
 // V256: scf.forall.in_parallel
 func.func @causal(%q: tensor<1x2x128x64xf32>, %k: tensor<1x2x128x64xf32>, %v: tensor<1x2x128x64xf32>) -> tensor<1x2x128x64xf32> {

@@ -133,11 +133,17 @@ Value toF32(OpBuilder &b, Location loc, Value x) {
 
 /// Lanes of one piece of a chunk: a row carried alone in its step
 /// (R == 1: a single-row dest, or an odd row count) is carried as pieces
-/// of one register, so that each rhs row is read in ascending order (a wide vector
-/// is split by the code generator in any order, and rows read back to
-/// front stop the hardware prefetchers); else the chunk is one vector.
+/// of one register, so that each rhs row is read in ascending order (a
+/// wide vector is split by the code generator in any order, and rows read
+/// back to front stop the hardware prefetchers); else the chunk is one
+/// vector with 512-bit registers. With 256-bit registers every row of
+/// whole registers is carried as one-register pieces: a chunk of 3
+/// registers as one vector<24xf32> is widened by LLVM to a power of two
+/// and its loads scalarized (measured 6x slower than 8-lane pieces).
 int64_t pieceLanes(int64_t R, int64_t n, const VectorIsa &isa) {
-  return R == 1 && n % isa.lanes == 0 ? isa.lanes : n;
+  if (n % isa.lanes != 0)
+    return n;
+  return R == 1 || isa.bits == 256 ? isa.lanes : n;
 }
 
 /// Initial accumulators of rows mb .. mb + R - 1, columns [col, col + n),

@@ -57,8 +57,9 @@ std::pair<Value, Value> mlir::flex::buildBackwardScoreProducts(
     int64_t chunk = qkChunkFor(cfg.vectorBits);
     BroadcastFmaTiles st{blk.q, blk.keyT, blk.sScratch, Value(), mt, e, nt,
                          scale, chunk};
-    BroadcastFmaTiles dpt{blk.dout, blk.valueT, blk.dpScratch, Value(), mt,
-                          ev,       nt,         Value(),       chunk};
+    BroadcastFmaTiles dpt{blk.dout, blk.valueT, blk.dpScratch, Value(),
+                          mt,       ev,         nt,            Value(),
+                          chunk};
     st.vectorBits = dpt.vectorBits = cfg.vectorBits;
     Value s = buildBroadcastFmaKernel(b, loc, st);
     Value dp = buildBroadcastFmaKernel(b, loc, dpt);

@@ -122,9 +122,8 @@ Value mlir::flex::buildQKTile(OpBuilder &b, Location loc, OnlineAttentionOp op,
     if (!transposed)
       return buildKeyRowDots(b, loc, q, k, s, scale,
                              vectorIsa(cfg.vectorBits).lanes);
-    BroadcastFmaTiles t{q,  k,     s,    Value(),
-                        mt, e,     nt,   scale,
-                        qkChunkFor(cfg.vectorBits)};
+    BroadcastFmaTiles t{q,  k,  s,     Value(),
+                        mt, e,  nt, scale, qkChunkFor(cfg.vectorBits)};
     t.vectorBits = cfg.vectorBits;
     return buildBroadcastFmaKernel(b, loc, t);
   }
@@ -145,8 +144,8 @@ bool mlir::flex::qkTileAppliesScale(OnlineAttentionOp op,
   if (op.getPairedKey() || !cfg.vectorize)
     return false;
   int64_t e = dimOf(op.getQuery(), 1);
-  return op.getTransposedKey() ||
-         canUseKeyRowDots(e, op.getTileKeys(), vectorIsa(cfg.vectorBits).lanes);
+  int64_t lanes = vectorIsa(cfg.vectorBits).lanes;
+  return op.getTransposedKey() || canUseKeyRowDots(e, op.getTileKeys(), lanes);
 }
 
 Value mlir::flex::buildPVTile(OpBuilder &b, Location loc, Value p, Value v,

@@ -1,4 +1,4 @@
-//===- FlashKeyRowDots.cpp - Q.K^T with K as rows, 16 keys at a time ------===//
+//===- FlashKeyRowDots.cpp - Q.K^T with K as rows, 16 (or 8) keys a step -===//
 //
 // Decode-sized row tiles read K as it is ([Nt, E] rows) instead of a
 // transposed copy. Each score S[m, n] is then a dot product of two rows.

@@ -223,7 +223,7 @@ KeyValueLayout mlir::flex::buildKeyValueLayout(OpBuilder &b, Location loc,
   } else if (layout.transposedKey) {
     // Np is a multiple of Nt.
     int64_t e = kTy.getDimSize(3);
-    int64_t kB = cfg.vectorBits == 256 ? 8 : 16;
+    int64_t kB = vectorIsa(cfg.vectorBits).lanes; // 16, or 8 for 256 bits
     bool blocks = cfg.vectorize && kTy.getElementType().isF32() &&
                   e % kB == 0 && nt % kB == 0;
     layout.keys = transposeKeys(b, loc, layout.keys, nt, layout.numBlocks,

@@ -75,7 +75,7 @@ def FlexToFlash : Pass<"flex-to-flash", "func::FuncOp"> {
     split each 16-lane vector in two ymm registers and the 512-bit blocking
     would need twice the 16 registers there are): with 256, Q·Kᵀ and P·V
     run in column chunks of whole 8-lane registers (at most 24 columns: 4
-    rows x 3 ymm accumulators), a single row in 8-lane pieces, K is
+    rows x 3 ymm accumulators, each a vector<8xf32>), K is
     transposed in 8 x 8 blocks and the key-row dots fold 8 keys at a time.
   }];
   let options = [

@@ -155,6 +155,7 @@ def test_unpairable_value_dim_keeps_fma_for_pv():
 
 def test_default_follows_host_and_env(monkeypatch):
     monkeypatch.delenv(cpu_features.BF16_DOT_ENV, raising=False)
+    monkeypatch.delenv(cpu_features.ISA_ENV, raising=False)  # the host's own ISA
     # AMX (which keeps the dot kernel for tiles it cannot take) off.
     monkeypatch.setenv(cpu_features.AMX_ENV, "0")
     assert ("bf16-dot=1" in tiled_pipeline()) == cpu_features.host_has_avx512_bf16()
@@ -162,12 +163,15 @@ def test_default_follows_host_and_env(monkeypatch):
     assert "bf16-dot" not in tiled_pipeline()
     assert "enable-x86vector" not in tiled_pipeline()
     # Without the vector kernels there is nothing to replace (asked of a host
-    # that has the instructions: elsewhere bf16_dot=True is refused).
-    monkeypatch.setattr(cpu_features, "host_cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    # that has the instructions, AVX-512 with AVX512-BF16: elsewhere
+    # bf16_dot=True is refused).
+    monkeypatch.setattr(cpu_features, "host_cpu_flags",
+                        lambda: frozenset({"avx2", "fma", "avx512f", "avx512bw", "avx512_bf16"}))
     assert "bf16-dot" not in tiled_pipeline(vectorize=False, bf16_dot=True)
 
 
 def test_forcing_on_without_the_feature_is_an_error(monkeypatch):
+    monkeypatch.delenv(cpu_features.ISA_ENV, raising=False)
     monkeypatch.setattr(cpu_features, "host_cpu_flags", lambda: frozenset({"avx512f"}))
     with pytest.raises(ValueError, match="avx512_bf16"):
         tiled_pipeline(bf16_dot=True)

@@ -32,7 +32,7 @@ loading it through here hands the BLAS functions over once per process.
 import ctypes
 import os
 
-from .cpu_features import host_has_bf16_dot
+from .cpu_features import ISA_ENV, host_has_bf16_dot
 from .errors import FlexBackendError
 
 # The runtime functions that flex-matmul-to-blas emits calls of, and the
@@ -241,13 +241,18 @@ def runtime_library() -> str:
         rt.flex_runtime_set_blas.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         rt.flex_runtime_set_blas(sgemm, bf16)
         _runtime = rt
-        isa = os.environ.get(RUNTIME_ISA_ENV, "").strip()
-        if isa:  # the library read it too; a bad name is an error here
+        # The library read $TORCH_MLIR_FLEX_RUNTIME_ISA too (a bad name is an
+        # error here); without it, the compiled code's cap
+        # ($TORCH_MLIR_FLEX_ISA) caps the runtime kernels as well, so that one
+        # variable runs everything as on a host of that ISA.
+        env = RUNTIME_ISA_ENV if os.environ.get(RUNTIME_ISA_ENV, "").strip() else ISA_ENV
+        isa = os.environ.get(env, "").strip().lower()
+        if isa:
             try:
                 set_runtime_isa(isa)
             except FlexBackendError as e:
                 _runtime = None  # every use says so, not only the first
-                raise FlexBackendError(f"{RUNTIME_ISA_ENV}={isa!r}: {e}") from None
+                raise FlexBackendError(f"{env}={isa!r}: {e}") from None
     return path
 
 

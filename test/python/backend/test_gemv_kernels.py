@@ -181,9 +181,11 @@ def test_unknown_isa_is_an_error(runtime_isa):
         blas.gemv_products(dtype=torch.float16)
 
 
-def _child(env_isa, code):
+def _child(env_isa, code, var="TORCH_MLIR_FLEX_RUNTIME_ISA"):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), ROOT]))
-    env["TORCH_MLIR_FLEX_RUNTIME_ISA"] = env_isa
+    env.pop("TORCH_MLIR_FLEX_RUNTIME_ISA", None)
+    env.pop("TORCH_MLIR_FLEX_ISA", None)
+    env[var] = env_isa
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -195,6 +197,17 @@ def test_environment_forces_the_isa():
                   "blas.gemv_kernel(torch.bfloat16))")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ISA generic generic generic" in proc.stdout
+
+
+def test_compiled_code_cap_caps_the_runtime_too():
+    # TORCH_MLIR_FLEX_ISA alone (the compiled code's cap) caps the runtime
+    # kernels as well: one variable runs everything as on an AVX2 host.
+    proc = _child("avx2", "from torch_mlir_flex.backend import blas; print('ISA', blas.runtime_isa())",
+                  var="TORCH_MLIR_FLEX_ISA")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    names = ("generic", "avx2", "avx512")
+    expected = [i for i in HOST_ISAS if names.index(i) <= names.index("avx2")][-1]
+    assert f"ISA {expected}" in proc.stdout
 
 
 def test_environment_with_an_unknown_isa_is_an_error():

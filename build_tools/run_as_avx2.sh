@@ -32,9 +32,11 @@
 #     on the host's ISA. sys.executable is set (sitecustomize.py on
 #     PYTHONPATH) to a wrapper that starts the venv's Python under the
 #     same emulation; other programs (cc, flex-opt, objdump) run natively,
-#     which is right for tools whose output does not depend on the CPU.
-#   - The compile cache is a fresh directory per run unless
-#     TORCH_MLIR_FLEX_CACHE_DIR is set.
+#     which is right for tools whose output does not depend on the CPU;
+#     Inductor's C++ compiler, which would use -march=native, is given the
+#     emulated CPU's architecture (TORCHINDUCTOR_CPP_MARCH).
+#   - The compile cache and Inductor's are fresh directories per run
+#     unless TORCH_MLIR_FLEX_CACHE_DIR / TORCHINDUCTOR_CACHE_DIR are set.
 #   - System features qemu's TCG lacks (pcid, x2apic...) are switched off
 #     in the CPU model: qemu would warn about them on every start, into
 #     the stderr of children that tests read.
@@ -94,6 +96,23 @@ trap 'rm -rf "$WORK"' EXIT
 if [ -z "${TORCH_MLIR_FLEX_CACHE_DIR:-}" ]; then
   mkdir -m 700 "$WORK/cache"
   export TORCH_MLIR_FLEX_CACHE_DIR="$WORK/cache"
+fi
+# Inductor's too (torch.compile: transformers' create_block_mask): its
+# cache in /tmp, shared with the host's runs, handed the emulated process
+# kernels compiled for the host's AVX-512 (SIGILL in test_whole_model).
+if [ -z "${TORCHINDUCTOR_CACHE_DIR:-}" ]; then
+  export TORCHINDUCTOR_CACHE_DIR="$WORK/inductor"
+fi
+# Inductor compiles its C++ kernels with `-march=native`, and the compiler
+# runs natively: name the emulated CPU's architecture instead.
+if [ -z "${TORCHINDUCTOR_CPP_MARCH:-}" ]; then
+  case "$MODEL" in
+  Haswell*) TORCHINDUCTOR_CPP_MARCH=haswell ;;
+  Broadwell*) TORCHINDUCTOR_CPP_MARCH=broadwell ;;
+  Skylake-Client*) TORCHINDUCTOR_CPP_MARCH=skylake ;;
+  *) TORCHINDUCTOR_CPP_MARCH=x86-64-v3 ;;
+  esac
+  export TORCHINDUCTOR_CPP_MARCH
 fi
 
 # The guest's /proc/cpuinfo: the host's without vector extensions newer than

@@ -64,10 +64,14 @@ def test_token_mutants_are_single_token_and_deterministic():
         p = len(os.path.commonprefix([old, new]))
         q = len(os.path.commonprefix([old[p:][::-1], new[p:][::-1]]))
         changed = old[p:len(old) - q]
-        assert "\n" not in changed and len(changed) <= 60, (m.mutations, changed)
+        # At most two neighbouring tokens and what stands between them
+        # (string tokens, e.g. a flex.check message, can be long).
+        longest = max(len(t.group(0)) for t in token_fuzz.tokens(old))
+        assert "\n" not in changed and len(changed) <= 2 * longest + 4, (m.mutations, changed)
     # Every lit file is a seed, with the flex-opt arguments of its RUN lines.
     names = {n.split("#")[0] for n in seeds}
-    assert all(str(f.relative_to(ROOT)) in names for f in (ROOT / "test/Dialect/Flex").glob("*.mlir"))
+    assert len(names) > 40  # the lit folders were found
+    assert all(str(f.relative_to(ROOT)) in names for f in (ROOT / "test/Dialect/Flex").rglob("*.mlir"))
     tiling = [r for n, _, r in token_fuzz.lit_seeds() if n.startswith("test/Dialect/Flex/IR/tiling.mlir")][0]
     assert ["--transform-interpreter"] in tiling
 
@@ -161,6 +165,7 @@ KNOWN_ABORTS = {
     "huge_shape_memref.mlir": ("parse", "FlexBackendError"),
     "parallel_verifier_diagnostic.mlir": ("parse", "MLIRError"),
     "transpose_permutation_dynamic.mlir": ("parse", "FlexBackendError"),
+    "iterator_types_not_string.mlir": ("parse", "FlexBackendError"),
 }
 
 

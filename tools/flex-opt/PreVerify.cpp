@@ -69,6 +69,38 @@ static size_t findNonIntegerPermutation(StringRef line) {
   return StringRef::npos;
 }
 
+/// Position of an `iterator_types = [...]` list with an entry that is not
+/// a string, in a custom op form (linalg.generic, vector.contract): their
+/// parsers cast each entry to a string attribute, which asserts. A line in
+/// the generic op form (`"op"(` or `<{`) holds #linalg.iterator_type
+/// attributes there and is skipped.
+static size_t findNonStringIteratorType(StringRef line) {
+  static constexpr StringLiteral key = "iterator_types";
+  for (size_t at = line.find(key); at != StringRef::npos;
+       at = line.find(key, at + 1)) {
+    StringRef before = line.take_front(at);
+    if (before.contains("<{") || before.contains("\"("))
+      continue;
+    StringRef rest = line.drop_front(at + key.size()).ltrim();
+    if (!rest.consume_front("="))
+      continue;
+    rest = rest.ltrim();
+    if (!rest.consume_front("["))
+      continue;
+    StringRef list = rest.take_until([](char c) { return c == ']'; });
+    SmallVector<StringRef> entries;
+    list.split(entries, ',');
+    for (StringRef entry : entries) {
+      entry = entry.trim();
+      if (!entry.empty() && (entry.size() < 2 || !entry.starts_with("\"") ||
+                             !entry.ends_with("\"") ||
+                             entry.drop_front().drop_back().contains('"')))
+        return at;
+    }
+  }
+  return StringRef::npos;
+}
+
 static void printError(const llvm::MemoryBuffer &buffer, const char *at,
                        const Twine &message) {
   llvm::SourceMgr mgr;
@@ -104,11 +136,20 @@ mlir::flex::checkKnownParserAborts(const llvm::MemoryBuffer &buffer) {
                  "reduce); write integers");
       return failure();
     }
-    if (size_t at = findHugeShape(line); at != StringRef::npos) {
+    if (size_t at = findNonStringIteratorType(line); at != StringRef::npos) {
       printError(buffer, line.data() + at,
-                 "a shaped type with a dimension or element count above 2^56 is "
-                 "not supported "
-                 "(MLIR 22.1.8 crashes computing its size)");
+                 "an `iterator_types = [...]` entry that is not a string is "
+                 "not supported (it crashes the MLIR 22.1.8 parser of "
+                 "linalg.generic / vector.contract); write \"parallel\" or "
+                 "\"reduction\"");
+      return failure();
+    }
+    if (size_t at = findHugeShape(line); at != StringRef::npos) {
+      printError(
+          buffer, line.data() + at,
+          "a shaped type with a dimension or element count above 2^56 is "
+          "not supported "
+          "(MLIR 22.1.8 crashes computing its size)");
       return failure();
     }
     if (eol == StringRef::npos)
@@ -138,9 +179,8 @@ static LogicalResult checkTransformSizes(Operation *op) {
         continue;
       }
       if (v < 0)
-        return op->emitOpError()
-               << "'" << attr.getName().getValue() << "' holds " << v
-               << ": sizes must be >= 0";
+        return op->emitOpError() << "'" << attr.getName().getValue()
+                                 << "' holds " << v << ": sizes must be >= 0";
     }
   }
   int64_t operands = static_cast<int64_t>(op->getNumOperands()) - 1;
@@ -154,8 +194,7 @@ static LogicalResult checkTransformSizes(Operation *op) {
 }
 
 namespace {
-struct PreVerifyPass
-    : public PassWrapper<PreVerifyPass, OperationPass<>> {
+struct PreVerifyPass : public PassWrapper<PreVerifyPass, OperationPass<>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PreVerifyPass)
   StringRef getArgument() const final { return "flex-pre-verify"; }
   void runOnOperation() override {

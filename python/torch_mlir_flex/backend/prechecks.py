@@ -84,6 +84,28 @@ def _check_int_lists(text: str):
                 "MLIR 22.1.8 parser of linalg.transpose / broadcast / reduce); write integers")
 
 
+# The custom forms of linalg.generic and vector.contract: an
+# `iterator_types = [...]` entry that is not a string ("parallel",
+# "reduction") makes their parsers cast it to a string attribute, which
+# asserts. (The generic op form, `"linalg.generic"(...) <{...}>`, holds
+# #linalg.iterator_type attributes there, and is left alone.)
+_ITERATOR_TYPES = re.compile(r"\biterator_types\s*=\s*\[([^\]\n]*)\]")
+_GENERIC_FORM = re.compile(r"\"[\w.]+\"\s*\(|<\{")
+
+
+def _check_iterator_types(text: str):
+    for m in _ITERATOR_TYPES.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if _GENERIC_FORM.search(text, line_start, m.start()):
+            continue
+        entries = [e.strip() for e in m.group(1).split(",")]
+        if any(e and not re.fullmatch(r'"[^"]*"', e) for e in entries):
+            raise _flex_backend_error(
+                f"cannot parse module: line {_line_of(text, m.start())}: an `iterator_types = [...]` entry "
+                "that is not a string is not supported (it crashes the MLIR 22.1.8 parser of "
+                "linalg.generic / vector.contract); write \"parallel\" or \"reduction\"")
+
+
 def check_known_parser_aborts(text: str):
     """Raises FlexBackendError if `text` holds a construct on which the MLIR
     22.1.8 parser or verifier asserts and kills the process instead of
@@ -96,6 +118,7 @@ def check_known_parser_aborts(text: str):
                 f"(it crashes the MLIR 22.1.8 parser); {advice}")
     _check_shapes(text)
     _check_int_lists(text)
+    _check_iterator_types(text)
     _check_transform_sizes(text)
 
 

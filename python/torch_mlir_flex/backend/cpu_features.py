@@ -43,9 +43,33 @@ def _first_cpu() -> dict:
     return fields
 
 
+# Flags of instruction sets beyond AVX2 (prefixes).
+_BEYOND_AVX2 = ("avx512", "amx", "avx10")
+
+
+@functools.lru_cache(maxsize=None)
+def _cpuid_stops_at_avx2() -> bool:
+    """Whether the CPU as torch detects it (CPUID) has AVX2 at most while
+    /proc/cpuinfo may say more: under an emulator (qemu-user passes the
+    host's file through) or a VM whose CPUID hides what the host kernel
+    reports. LLVM, torch, oneDNN and our runtime go by CPUID; so must we, or
+    the pipelines would ask LLVM for instructions its target lacks (it then
+    aborts the process)."""
+    try:
+        import torch
+
+        return torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "AVX2", "NO AVX")
+    except Exception:  # no torch, or an old one: /proc/cpuinfo alone
+        return False
+
+
 def host_cpu_flags() -> frozenset:
-    """The feature flags of the first CPU in /proc/cpuinfo."""
-    return frozenset(_first_cpu().get("flags", "").split())
+    """The feature flags of the first CPU in /proc/cpuinfo, less those
+    beyond AVX2 when CPUID (as torch reads it) stops at AVX2."""
+    flags = frozenset(_first_cpu().get("flags", "").split())
+    if _cpuid_stops_at_avx2():
+        flags = frozenset(f for f in flags if not f.startswith(_BEYOND_AVX2))
+    return flags
 
 
 def host_cpu_signature() -> str:

@@ -41,45 +41,16 @@ static size_t findHugeShape(StringRef line) {
   return StringRef::npos;
 }
 
-/// Position of a `permutation = [...]` / `dimensions = [...]` list (the
-/// custom forms of linalg.transpose, broadcast, reduce) with an entry that
-/// is not an integer: their parsers set a null attribute after the failed
-/// integer parse, and NamedAttrList::set asserts.
-static size_t findNonIntegerPermutation(StringRef line) {
-  for (StringRef key : {"permutation", "dimensions"}) {
-    for (size_t at = line.find(key); at != StringRef::npos;
-         at = line.find(key, at + 1)) {
-      StringRef rest = line.drop_front(at + key.size()).ltrim();
-      if (!rest.consume_front("="))
-        continue;
-      rest = rest.ltrim();
-      if (!rest.consume_front("["))
-        continue;
-      StringRef list = rest.take_until([](char c) { return c == ']'; });
-      SmallVector<StringRef> entries;
-      list.split(entries, ',');
-      for (StringRef entry : entries) {
-        entry = entry.trim();
-        int64_t value;
-        if (!entry.empty() && entry.getAsInteger(10, value))
-          return at;
-      }
-    }
-  }
-  return StringRef::npos;
-}
-
-/// Position of an `iterator_types = [...]` list with an entry that is not
-/// a string, in a custom op form (linalg.generic, vector.contract): their
-/// parsers cast each entry to a string attribute, which asserts. A line in
-/// the generic op form (`"op"(` or `<{`) holds #linalg.iterator_type
-/// attributes there and is skipped.
-static size_t findNonStringIteratorType(StringRef line) {
-  static constexpr StringLiteral key = "iterator_types";
+/// The entries of each `key = [...]` list on `line`, with the position of
+/// its key; `skip(before)` (the line up to the key) passes over a list.
+/// Returns the position of the first list with an entry `bad` accepts, or
+/// npos.
+static size_t findBadListEntry(StringRef line, StringRef key,
+                               function_ref<bool(StringRef)> bad,
+                               function_ref<bool(StringRef)> skip = nullptr) {
   for (size_t at = line.find(key); at != StringRef::npos;
        at = line.find(key, at + 1)) {
-    StringRef before = line.take_front(at);
-    if (before.contains("<{") || before.contains("\"("))
+    if (skip && skip(line.take_front(at)))
       continue;
     StringRef rest = line.drop_front(at + key.size()).ltrim();
     if (!rest.consume_front("="))
@@ -90,15 +61,44 @@ static size_t findNonStringIteratorType(StringRef line) {
     StringRef list = rest.take_until([](char c) { return c == ']'; });
     SmallVector<StringRef> entries;
     list.split(entries, ',');
-    for (StringRef entry : entries) {
-      entry = entry.trim();
-      if (!entry.empty() && (entry.size() < 2 || !entry.starts_with("\"") ||
-                             !entry.ends_with("\"") ||
-                             entry.drop_front().drop_back().contains('"')))
+    for (StringRef entry : entries)
+      if (!entry.trim().empty() && bad(entry.trim()))
         return at;
-    }
   }
   return StringRef::npos;
+}
+
+/// Position of a `permutation = [...]` / `dimensions = [...]` list (the
+/// custom forms of linalg.transpose, broadcast, reduce) with an entry that
+/// is not an integer: their parsers set a null attribute after the failed
+/// integer parse, and NamedAttrList::set asserts.
+static size_t findNonIntegerPermutation(StringRef line) {
+  auto notInteger = [](StringRef entry) {
+    int64_t value;
+    return entry.getAsInteger(10, value);
+  };
+  for (StringRef key : {"permutation", "dimensions"})
+    if (size_t at = findBadListEntry(line, key, notInteger);
+        at != StringRef::npos)
+      return at;
+  return StringRef::npos;
+}
+
+/// Position of an `iterator_types = [...]` list with an entry that is not
+/// a string, in a custom op form (linalg.generic, vector.contract): their
+/// parsers cast each entry to a string attribute, which asserts. A line in
+/// the generic op form (`"op"(` or `<{`) holds #linalg.iterator_type
+/// attributes there and is skipped.
+static size_t findNonStringIteratorType(StringRef line) {
+  auto notString = [](StringRef entry) {
+    return entry.size() < 2 || !entry.starts_with("\"") ||
+           !entry.ends_with("\"") ||
+           entry.drop_front().drop_back().contains('"');
+  };
+  auto genericForm = [](StringRef before) {
+    return before.contains("<{") || before.contains("\"(");
+  };
+  return findBadListEntry(line, "iterator_types", notString, genericForm);
 }
 
 static void printError(const llvm::MemoryBuffer &buffer, const char *at,

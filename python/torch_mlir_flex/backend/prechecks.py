@@ -74,10 +74,15 @@ def _check_shapes(text: str):
 _INT_LIST = re.compile(r"\b(?:permutation|dimensions)\s*=\s*\[([^\]\n]*)\]")
 
 
+def _bad_list(m, entry_pattern: str) -> bool:
+    """Whether the `[...]` list matched by `m` (its entries in group 1) has
+    a non-empty entry that `entry_pattern` does not match whole."""
+    return any(e.strip() and not re.fullmatch(entry_pattern, e.strip()) for e in m.group(1).split(","))
+
+
 def _check_int_lists(text: str):
     for m in _INT_LIST.finditer(text):
-        entries = [e.strip() for e in m.group(1).split(",")]
-        if any(e and not re.fullmatch(r"-?\d+", e) for e in entries):
+        if _bad_list(m, r"-?\d+"):
             raise _flex_backend_error(
                 f"cannot parse module: line {_line_of(text, m.start())}: a non-integer entry in a "
                 "`permutation = [...]` or `dimensions = [...]` list is not supported (it crashes the "
@@ -98,8 +103,7 @@ def _check_iterator_types(text: str):
         line_start = text.rfind("\n", 0, m.start()) + 1
         if _GENERIC_FORM.search(text, line_start, m.start()):
             continue
-        entries = [e.strip() for e in m.group(1).split(",")]
-        if any(e and not re.fullmatch(r'"[^"]*"', e) for e in entries):
+        if _bad_list(m, r'"[^"]*"'):
             raise _flex_backend_error(
                 f"cannot parse module: line {_line_of(text, m.start())}: an `iterator_types = [...]` entry "
                 "that is not a string is not supported (it crashes the MLIR 22.1.8 parser of "

@@ -28,10 +28,11 @@ from torch_mlir_flex import dynamo
 from torch_mlir_flex.backend import PIPELINES, cache, cpu_features
 from torch_mlir_flex.backend.jit import JitFunction
 from torch_mlir_flex.backend.pipelines import tiled_pipeline
-from torch_mlir_flex.dynamo.device_check import allow_cpu_backward
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
 from benchmarks import flex_ir as fi  # noqa: E402
+
+from test_training_bf16 import _grads  # compiled vs float64 math gradients
 
 dynamo.register()
 
@@ -148,20 +149,6 @@ def test_isa_env_and_option_errors(monkeypatch):
         tiled_pipeline(vector_bits=128)
     with pytest.raises(ValueError, match="excludes bf16_dot and amx"):
         tiled_pipeline(vector_bits=256, amx=True)
-
-
-def _grads(fn, tensors, grad, backend=None):
-    """Gradients of (out * grad).sum(): compiled with `backend`, else
-    torch's math in float64."""
-    if backend:
-        leaves = [t.detach().clone().requires_grad_(True) for t in tensors]
-        out = torch.compile(fn, backend=dynamo.NAME, options={"backend": backend})(*leaves)
-        out.backward(grad)
-    else:
-        leaves = [t.detach().double().requires_grad_(True) for t in tensors]
-        with allow_cpu_backward():
-            fn(*leaves).backward(grad.double())
-    return [t.grad for t in leaves]
 
 
 @pytest.mark.parametrize("case,E,dtype", [

@@ -118,17 +118,17 @@ fi
 # The guest's /proc/cpuinfo: the host's without vector extensions newer than
 # AVX2 (what cpu_features.py asks about: AVX-512 in all its parts, AMX,
 # AVX-VNNI and the other VEX extensions of later cores, AVX10).
-mkdir -p "$WORK/root/proc"
+mkdir -p "$WORK/guest/proc"
 sed -E \
   -e '/^flags/ s/ (avx512[a-z0-9_]*|amx[a-z0-9_]*|avx_vnni[a-z0-9_]*|avx_ne_convert|avx_ifma|avx10[a-z0-9_.]*|vaes|vpclmulqdq|gfni)\b//g' \
   -e "/^model name/ s/\$/ (qemu $MODEL)/" \
-  /proc/cpuinfo >"$WORK/root/proc/cpuinfo"
+  /proc/cpuinfo >"$WORK/guest/proc/cpuinfo"
 
 # sys.executable for children: the venv's Python under the same emulation.
 mkdir -p "$WORK/bin" "$WORK/site"
 cat >"$WORK/bin/python" <<EOF
 #!/bin/sh
-exec "$QEMU" -cpu "$CPU" -L "$WORK/root" "$VENV/bin/python" "\$@"
+exec "$QEMU" -cpu "$CPU" -L "$WORK/guest" "$VENV/bin/python" "\$@"
 EOF
 chmod +x "$WORK/bin/python"
 cat >"$WORK/site/sitecustomize.py" <<'EOF'

@@ -7,8 +7,10 @@ therefore must be given ``extra-library=<flex_extra_library_path()>``;
 ``lower_to_torch_backend`` does that.  ``backend-legal-ops`` is not needed.
 """
 
+import atexit
 import hashlib
 import os
+import shutil
 import tempfile
 from typing import List, Optional
 
@@ -28,6 +30,20 @@ FLEX_EXTRA_LIBRARY_MLIR = f"""module {{
 """
 
 
+_PRIVATE_DIR: List[str] = []
+
+
+def _private_dir() -> str:
+    """A directory only this process writes (0700, made by mkdtemp, removed
+    at exit): the library file must not sit at a predictable shared path,
+    where another user could plant one first."""
+    if not _PRIVATE_DIR:
+        d = tempfile.mkdtemp(prefix="torch_mlir_flex_")
+        atexit.register(shutil.rmtree, d, True)
+        _PRIVATE_DIR.append(d)
+    return _PRIVATE_DIR[0]
+
+
 def flex_extra_library_path(extra_mlir: str = "") -> str:
     """Path of an MLIR file usable as the pipeline's ``extra-library``.
 
@@ -37,10 +53,10 @@ def flex_extra_library_path(extra_mlir: str = "") -> str:
     if extra_mlir:
         text = text.rstrip().rstrip("}") + extra_mlir + "\n}\n"
     digest = hashlib.sha1(text.encode()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"torch_mlir_flex_library_{digest}.mlir")
+    path = os.path.join(_private_dir(), f"library_{digest}.mlir")
     if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
+        fd, tmp = tempfile.mkstemp(dir=_private_dir(), suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
     return path

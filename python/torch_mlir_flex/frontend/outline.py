@@ -227,8 +227,10 @@ def _block_tensor_attrs(op):
 
 def outline_flex_calls(module: ir.Module) -> List[FlexCallInfo]:
     """Outlines every flex call of ``module`` in place (Torch IR level):
-    forward calls (returned) and backward calls (outline_backward.py)."""
+    forward calls (returned), backward calls (outline_backward.py) and
+    quantized matmuls (outline_quant.py)."""
     from .outline_backward import BACKWARD_DECL_PREFIX, is_backward_call, outline_backward_one
+    from .outline_quant import outline_quant_calls
 
     taken = _symbol_names(module)
     infos = []
@@ -246,4 +248,5 @@ def outline_flex_calls(module: ir.Module) -> List[FlexCallInfo]:
                 outline_backward_one(module, op, fresh(BACKWARD_DECL_PREFIX))
             else:
                 infos.append(_outline_one(module, op, fresh(DECL_PREFIX)))
+        outline_quant_calls(module, fresh)  # quantized matmuls (outline_quant.py)
     return infos

@@ -33,6 +33,7 @@ from .flat_apply_calls import inline_flat_apply_calls
 from .index_dtypes import widen_mixed_indices
 from .modifier_ops import explain_decomposition_failure
 from .operator_aliases import retarget_operator_aliases
+from .quantized_linear import rewrite_quantized_linears
 from .scalar_captures import scalar_captures_to_tensors
 from .symbolic_ops import retarget_symbolic_ops
 
@@ -130,6 +131,12 @@ CLEANUPS: Tuple[Cleanup, ...] = (
     Cleanup("print_graph", _print_graph,
             "with enable_graph_printing: the graph as decomposed, before the importer-only "
             "rewrites below"),
+    Cleanup("rewrite_quantized_linears", _on_graph_module(rewrite_quantized_linears),
+            "on the graph imported (after the re-trace, which unwraps torchao's weight "
+            "subclasses into their inner tensors and must not see our custom op): torchao's "
+            "int8 / int4 weight-only linears become torch_mlir_flex::quant_matmul, imported "
+            "opaque and outlined by the frontend, so the weights stay quantized; "
+            "quantized_linear.py"),
     Cleanup("scalar_captures_to_tensors", _on_graph_module(scalar_captures_to_tensors),
             "on the graph imported (after the re-trace): a SymInt a modifier captures becomes a "
             "0-d int64 tensor, passed like any captured tensor; scalar_captures.py"),

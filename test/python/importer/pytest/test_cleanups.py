@@ -23,6 +23,7 @@ EXPECTED = (
     "expand_new_ones_calls",
     "run_decompositions",
     "print_graph",
+    "rewrite_quantized_linears",
     "scalar_captures_to_tensors",
     "retarget_symbolic_ops",
     "widen_mixed_indices",

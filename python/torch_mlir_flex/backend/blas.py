@@ -23,7 +23,9 @@ every CPU: one kernel file per ISA, chosen from the CPU's features.
 `$TORCH_MLIR_FLEX_RUNTIME_ISA` (`generic`, `avx2`, `avx512`) or
 `set_runtime_isa()` caps them at a lower ISA (for tests and comparisons);
 `runtime_isa()` says which one is in effect, `gemv_products()` counts the
-products by ISA and dtype.
+products by ISA and dtype. Products by quantized weights (flex.quant_matmul,
+lib/Runtime/Quant/) run on the same ISA switch: `quant_kernel()`,
+`quant_products()`.
 
 `runtime_library()` is what the JIT loads (`JitFunction._shared_libs`);
 loading it through here hands the BLAS functions over once per process.
@@ -39,6 +41,10 @@ from .errors import FlexBackendError
 # heap functions of finalize-memref-to-llvm's use-generic-functions
 # (lib/Runtime/FlexAlloc.c: large blocks kept between calls).
 GEMM_FUNCTIONS = ("flex_gemm_f32", "flex_gemm_bf16")
+# The calls of flex-quant-matmul-to-calls (lib/Runtime/Quant/), and the
+# counter index of each flex.quant_matmul format.
+QUANT_FUNCTIONS = ("flex_quant_matmul_i8", "flex_quant_matmul_i4")
+QUANT_FORMATS = {"int8": 0, "int4_cpu": 1}
 ALLOC_FUNCTIONS = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_aligned_alloc",
                    "_mlir_memref_to_llvm_free")
 BLAS_ENV = "FLEX_BLAS_LIB"
@@ -146,6 +152,31 @@ def gemv_products(isa=None, dtype=None) -> int:
     fn = _runtime_fn("flex_runtime_gemv_products_on", ctypes.c_int64, [ctypes.c_char_p, ctypes.c_int])
     flags = (0, 1) if dtype is None else (_bf16_flag(dtype),)
     return sum(fn(name.encode(), flag) for name in isas for flag in flags)
+
+
+def quant_products(isa=None, fmt=None) -> int:
+    """How many quantized-weight products (lib/Runtime/Quant/) have run in
+    this process: all, or those of one ISA's kernels (`isa`) and one format
+    (`fmt`: "int8" or "int4_cpu"; None: both)."""
+    if isa is None and fmt is None:
+        return _runtime_count("flex_runtime_quant_products")
+    if fmt is not None and fmt not in QUANT_FORMATS:
+        raise FlexBackendError(f"unknown quantized format {fmt!r}: expected int8 or int4_cpu")
+    isas = runtime_isa_names() if isa is None else (_known_isa(isa),)
+    fn = _runtime_fn("flex_runtime_quant_products_on", ctypes.c_int64, [ctypes.c_char_p, ctypes.c_int])
+    formats = QUANT_FORMATS.values() if fmt is None else (QUANT_FORMATS[fmt],)
+    return sum(fn(name.encode(), f) for name in isas for f in formats)
+
+
+def quant_kernel() -> str:
+    """The ISA whose kernels run quantized-weight products now."""
+    return _runtime_fn("flex_runtime_quant_kernel", ctypes.c_char_p, [])().decode()
+
+
+def quant_rejected():
+    """(calls refused for bad arguments, the last one's message or None)."""
+    error = _runtime_fn("flex_runtime_quant_error", ctypes.c_char_p, [])()
+    return _runtime_count("flex_runtime_quant_rejected"), error.decode() if error else None
 
 
 def _bf16_flag(dtype) -> int:
@@ -264,12 +295,13 @@ def _declared(module) -> set:
 
 def calls_runtime(module) -> bool:
     """Whether the lowered `module` (LLVM dialect) declares a function of the
-    runtime library (a GEMM or the heap functions); for a bf16 GEMM, the
-    library behind it (oneDNN or the BLAS) is chosen now."""
+    runtime library (a GEMM, a quantized product or the heap functions);
+    for a bf16 GEMM, the library behind it (oneDNN or the BLAS) is chosen
+    now."""
     declared = _declared(module)
     if "flex_gemm_bf16" in declared:
         bf16_gemm_library()
-    return not declared.isdisjoint(GEMM_FUNCTIONS + ALLOC_FUNCTIONS)
+    return not declared.isdisjoint(GEMM_FUNCTIONS + QUANT_FUNCTIONS + ALLOC_FUNCTIONS)
 
 
 def release_memory() -> None:

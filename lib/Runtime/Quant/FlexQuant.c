@@ -1,0 +1,389 @@
+/*===- FlexQuant.c - products by quantized weights: the dispatcher --------===*
+ *
+ * flex_quant_matmul_i8 / flex_quant_matmul_i4 (FlexQuant.h), the calls of
+ * flex.quant_matmul after bufferization (issue #41): x [M,K] f32 or bf16
+ * times int8 weights with per-channel scales, or 4-bit weights in torch's
+ * CPU packing with group scales and zeros, into y [M,N] f32 or bf16. The
+ * quantized bytes are read where the model keeps them, never copied to
+ * floats. Here: the argument checks, x widened to f32 once per call (bf16
+ * x) and its group sums (int4), the output columns split between threads
+ * (libgomp's workers, torch's, where the process has libgomp; pthreads
+ * otherwise; from MIN_PARALLEL weight elements) and, in each thread, the
+ * rows of x tiled by 4 inside blocks of weight columns, so that a weight
+ * block is read from memory once per call for any M.
+ * The kernels are those of the runtime's ISA in effect (flex_runtime_isa
+ * of Gemv/FlexGemv.c: the CPU's highest, or the cap of
+ * TORCH_MLIR_FLEX_RUNTIME_ISA / flex_runtime_set_isa), one file per ISA
+ * family beside this one (FlexQuantKernels.h).
+ *
+ *===----------------------------------------------------------------------===*/
+#define _GNU_SOURCE /* cpu_set_t */
+#include "FlexQuantKernels.h"
+
+#include "../Gemv/FlexGemv.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MIN_PARALLEL = 1 << 16, MAX_THREADS = 16, I8_BLOCK_BYTES = 64 << 10 };
+
+/* ------------------------------------------------------------------------
+ * The kernels per ISA, lowest first, named as Gemv/'s ISAs.
+ * ---------------------------------------------------------------------- */
+typedef struct {
+  const char *name;
+  int (*install)(FlexQuantKernels *);
+} QuantIsa;
+
+static const QuantIsa kIsas[] = {
+    {"generic", flex_quant_install_generic},
+#if FLEX_GEMV_X86
+    {"avx2", flex_quant_install_avx2},
+    {"avx512", flex_quant_install_avx512},
+#endif
+};
+enum { NUM_ISAS = sizeof kIsas / sizeof kIsas[0] };
+
+static FlexQuantKernels g_kernels[NUM_ISAS];
+static int g_installed[NUM_ISAS];
+static int64_t g_products[NUM_ISAS][2];
+static int64_t g_rejected;
+static const char *g_error;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void install(void) {
+  for (int i = 0; i < NUM_ISAS; ++i)
+    g_installed[i] = kIsas[i].install(&g_kernels[i]);
+}
+
+/* kIsas index of the kernels to run: the ISA in effect, or the highest
+   installed below it. */
+static int chosen(void) {
+  pthread_once(&g_once, install);
+  const char *isa = flex_runtime_isa();
+  int i = NUM_ISAS - 1;
+  while (i > 0 && (strcmp(kIsas[i].name, isa) != 0))
+    --i;
+  while (i > 0 && !g_installed[i])
+    --i;
+  return i;
+}
+
+const char *flex_runtime_quant_kernel(void) { return kIsas[chosen()].name; }
+
+int64_t flex_runtime_quant_products_on(const char *isa, int format) {
+  if (!isa || (format != FLEX_QUANT_INT8 && format != FLEX_QUANT_INT4))
+    return -1;
+  for (int i = 0; i < NUM_ISAS; ++i)
+    if (strcmp(kIsas[i].name, isa) == 0)
+      return __atomic_load_n(&g_products[i][format], __ATOMIC_RELAXED);
+  return -1;
+}
+
+int64_t flex_runtime_quant_products(void) {
+  int64_t total = 0;
+  for (int i = 0; i < NUM_ISAS; ++i)
+    for (int f = 0; f < 2; ++f)
+      total += __atomic_load_n(&g_products[i][f], __ATOMIC_RELAXED);
+  return total;
+}
+
+int64_t flex_runtime_quant_rejected(void) {
+  return __atomic_load_n(&g_rejected, __ATOMIC_RELAXED);
+}
+
+const char *flex_runtime_quant_error(void) {
+  return __atomic_load_n(&g_error, __ATOMIC_ACQUIRE);
+}
+
+/* Refuses a call: y is left as it was, the message kept and printed. */
+static void reject(const char *fn, const char *why) {
+  __atomic_store_n(&g_error, why, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&g_rejected, 1, __ATOMIC_RELAXED);
+  fprintf(stderr, "torch-mlir-flex runtime: %s: %s; the call did nothing\n", fn, why);
+}
+
+/* ------------------------------------------------------------------------
+ * Threads.
+ * ---------------------------------------------------------------------- */
+typedef struct {
+  const FlexQuantCall *call;
+  const FlexQuantKernels *kernels;
+  int format;
+  int64_t n0, n1; /* columns (int8) or packed blocks (int4) */
+} Slice;
+
+static void run_slice(const Slice *s) {
+  const FlexQuantCall *c = s->call;
+  const int64_t M = c->M;
+  if (s->format == FLEX_QUANT_INT8) {
+    int64_t step = I8_BLOCK_BYTES / (c->K > 0 ? c->K : 1);
+    step = step < 4 ? 4 : step & ~(int64_t)3;
+    if (M <= FLEX_QUANT_ROWS)
+      step = s->n1 - s->n0; /* one pass over the slice's weight rows */
+    for (int64_t n = s->n0; n < s->n1; n += step) {
+      const int64_t end = n + step < s->n1 ? n + step : s->n1;
+      for (int64_t m = 0; m < M; m += FLEX_QUANT_ROWS)
+        s->kernels->i8(c, m, M - m < FLEX_QUANT_ROWS ? (int)(M - m) : FLEX_QUANT_ROWS, n, end);
+    }
+  } else {
+    const FlexQuantI4 kernel = s->kernels->i4[c->layout];
+    for (int64_t b = s->n0; b < s->n1; ++b)
+      for (int64_t m = 0; m < M; m += FLEX_QUANT_ROWS)
+        kernel(c, m, M - m < FLEX_QUANT_ROWS ? (int)(M - m) : FLEX_QUANT_ROWS, b);
+  }
+}
+
+static void *run_pthread(void *arg) {
+  run_slice((const Slice *)arg);
+  return NULL;
+}
+
+static int num_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
+  }
+  return 1;
+}
+
+/* libgomp's entry points, when the process has it (torch's workers, the
+   ones Gemv/ and the compiled code use). */
+typedef struct {
+  void (*parallel)(void (*)(void *), void *, unsigned, unsigned);
+  int (*thread_num)(void), (*num_threads)(void), (*max_threads)(void);
+} Gomp;
+
+static const Gomp *gomp(void) {
+  static Gomp g;
+  static int state; /* 0: not looked up, 1: found, 2: missing */
+  if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 0) {
+    Gomp f;
+    *(void **)&f.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
+    *(void **)&f.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
+    *(void **)&f.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
+    *(void **)&f.max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
+    int found = f.parallel && f.thread_num && f.num_threads && f.max_threads;
+    if (found)
+      g = f;
+    __atomic_store_n(&state, found ? 1 : 2, __ATOMIC_RELEASE);
+  }
+  return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 1 ? &g : NULL;
+}
+
+typedef struct {
+  Slice *slices;
+  int count;
+} Team;
+
+static void run_team_member(void *arg) {
+  const Team *team = (const Team *)arg;
+  const Gomp *g = gomp();
+  for (int t = g->thread_num(); t < team->count; t += g->num_threads())
+    run_slice(&team->slices[t]);
+}
+
+/* Splits units [0, units) (groups of `group`) of `proto` between threads
+   and runs them. */
+static void split_and_run(const Slice *proto, int64_t units, int64_t group,
+                          int64_t weight_elements) {
+  const Gomp *g = gomp();
+  int threads = 1;
+  if (weight_elements >= MIN_PARALLEL) {
+    threads = num_cpus();
+    if (g && g->max_threads() < threads)
+      threads = g->max_threads() > 0 ? g->max_threads() : 1;
+  }
+  const int64_t groups = (units + group - 1) / group;
+  if (threads > groups)
+    threads = groups > 0 ? (int)groups : 1;
+  Slice slices[MAX_THREADS];
+  const int64_t per = groups / threads, extra = groups % threads;
+  int64_t n = 0;
+  for (int t = 0; t < threads; ++t) {
+    const int64_t count = (per + (t < extra)) * group;
+    slices[t] = *proto;
+    slices[t].n0 = n;
+    slices[t].n1 = n + count < units ? n + count : units;
+    n = slices[t].n1;
+  }
+  if (threads == 1) {
+    run_slice(&slices[0]);
+  } else if (g) {
+    Team team = {slices, threads};
+    g->parallel(run_team_member, &team, (unsigned)threads, 0);
+  } else {
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    for (int t = 1; t < threads; ++t)
+      started[t] = pthread_create(&ids[t], NULL, run_pthread, &slices[t]) == 0;
+    run_slice(&slices[0]);
+    for (int t = 1; t < threads; ++t) {
+      if (started[t])
+        pthread_join(ids[t], NULL);
+      else
+        run_slice(&slices[t]);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * The entry points.
+ * ---------------------------------------------------------------------- */
+
+/* x as f32 rows: x itself, or a malloc'ed widened copy in *copy. */
+static const float *f32_rows(const void *x, int64_t M, int64_t K, int64_t rs,
+                             int bf16, float **copy, int64_t *xm) {
+  *copy = NULL;
+  *xm = rs;
+  if (!bf16)
+    return (const float *)x;
+  float *wide = malloc((size_t)(M * K > 0 ? M * K : 1) * sizeof(float));
+  if (!wide)
+    return NULL;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k)
+      wide[m * K + k] = flex_bf16_to_f32(((const uint16_t *)x)[m * rs + k]);
+  *copy = wide;
+  *xm = K;
+  return wide;
+}
+
+/* Checks shared by both formats; NULL when the call is well-formed. */
+static const char *check_common(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
+                                int64_t x_off, int64_t x_rs, int64_t w_ptr,
+                                int64_t w_off, int64_t s_ptr, int64_t s_off,
+                                int64_t y_ptr, int64_t y_off, int64_t y_rs,
+                                int64_t flags) {
+  if (M < 0 || N < 0 || K < 0)
+    return "negative size";
+  if (flags & ~(int64_t)(FLEX_QUANT_X_BF16 | FLEX_QUANT_Y_BF16 | FLEX_QUANT_S_BF16))
+    return "unknown flag bits";
+  if (x_off < 0 || w_off < 0 || s_off < 0 || y_off < 0)
+    return "negative offset";
+  if ((M > 1 && x_rs < K) || (M > 1 && y_rs < N))
+    return "row stride of x or y smaller than its row";
+  if (M > 0 && N > 0 && !y_ptr)
+    return "null y";
+  if (M > 0 && N > 0 && K > 0 && (!x_ptr || !w_ptr || !s_ptr))
+    return "null x, weight or scales";
+  return NULL;
+}
+
+/* y = 0 where K is 0 (an empty sum). */
+static void zero_y(int64_t M, int64_t N, void *y, int64_t y_rs, int bf16) {
+  for (int64_t m = 0; m < M; ++m)
+    memset((char *)y + (m * y_rs) * (bf16 ? 2 : 4), 0, (size_t)N * (bf16 ? 2 : 4));
+}
+
+static void run(const char *fn, FlexQuantCall *c, int format, int x_bf16) {
+  const int isa = chosen();
+  float *copy = NULL, *xsum = NULL;
+  c->x = f32_rows(c->x, c->M, c->K, c->xm, x_bf16, &copy, &c->xm);
+  if (!c->x)
+    {
+    reject(fn, "out of memory widening x");
+    return;
+  }
+  Slice proto = {c, &g_kernels[isa], format, 0, 0};
+  if (format == FLEX_QUANT_INT8) {
+    split_and_run(&proto, c->N, 4, c->N * c->K);
+  } else {
+    const int64_t groups = c->K / c->group;
+    xsum = malloc((size_t)(c->M * groups) * sizeof(float));
+    if (!xsum) {
+      free(copy);
+      {
+    reject(fn, "out of memory for the group sums of x");
+    return;
+  }
+    }
+    for (int64_t m = 0; m < c->M; ++m)
+      for (int64_t g = 0; g < groups; ++g) {
+        float sum = 0.0f;
+        for (int64_t k = g * c->group; k < (g + 1) * c->group; ++k)
+          sum += c->x[m * c->xm + k];
+        xsum[m * groups + g] = sum;
+      }
+    c->xsum = xsum;
+    split_and_run(&proto, c->N / flex_quant_block_cols(c->layout), 1, c->N * c->K);
+  }
+  free(copy);
+  free(xsum);
+  __atomic_add_fetch(&g_products[isa][format], 1, __ATOMIC_RELAXED);
+}
+
+void flex_quant_matmul_i8(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
+                          int64_t x_off, int64_t x_rs, int64_t w_ptr,
+                          int64_t w_off, int64_t w_rs, int64_t s_ptr,
+                          int64_t s_off, int64_t y_ptr, int64_t y_off,
+                          int64_t y_rs, int64_t flags) {
+  static const char fn[] = "flex_quant_matmul_i8";
+  const char *bad = check_common(M, N, K, x_ptr, x_off, x_rs, w_ptr, w_off, s_ptr, s_off,
+                                 y_ptr, y_off, y_rs, flags);
+  if (!bad && N > 1 && w_rs < K)
+    bad = "row stride of the weight smaller than its row";
+  if (bad)
+    {
+    reject(fn, bad);
+    return;
+  }
+  const int xb = (flags & FLEX_QUANT_X_BF16) != 0, yb = (flags & FLEX_QUANT_Y_BF16) != 0;
+  const int sb = (flags & FLEX_QUANT_S_BF16) != 0;
+  void *y = (char *)(intptr_t)y_ptr + y_off * (yb ? 2 : 4);
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0)
+    {
+    zero_y(M, N, y, y_rs, yb);
+    return;
+  }
+  FlexQuantCall c = {M, N, K,
+                     (const float *)((const char *)(intptr_t)x_ptr + x_off * (xb ? 2 : 4)), x_rs,
+                     NULL, (const uint8_t *)(intptr_t)w_ptr + w_off, w_rs,
+                     (const char *)(intptr_t)s_ptr + s_off * (sb ? 2 : 4), y, y_rs,
+                     0, 0, sb, yb};
+  run(fn, &c, FLEX_QUANT_INT8, xb);
+}
+
+void flex_quant_matmul_i4(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
+                          int64_t x_off, int64_t x_rs, int64_t w_ptr,
+                          int64_t w_off, int64_t sz_ptr, int64_t sz_off,
+                          int64_t y_ptr, int64_t y_off, int64_t y_rs,
+                          int64_t group_size, int64_t layout, int64_t flags) {
+  static const char fn[] = "flex_quant_matmul_i4";
+  const char *bad = check_common(M, N, K, x_ptr, x_off, x_rs, w_ptr, w_off, sz_ptr, sz_off,
+                                 y_ptr, y_off, y_rs, flags);
+  if (!bad && (layout < 0 || layout > 2))
+    bad = "layout not 0, 1 or 2";
+  else if (!bad && (group_size <= 0 || K % group_size != 0))
+    bad = "group size not a positive divisor of K";
+  else if (!bad && N % flex_quant_block_cols(layout) != 0)
+    bad = "N not a multiple of the packing's column block (32, or 64 for layout 2)";
+  if (bad)
+    {
+    reject(fn, bad);
+    return;
+  }
+  const int xb = (flags & FLEX_QUANT_X_BF16) != 0, yb = (flags & FLEX_QUANT_Y_BF16) != 0;
+  const int sb = (flags & FLEX_QUANT_S_BF16) != 0;
+  void *y = (char *)(intptr_t)y_ptr + y_off * (yb ? 2 : 4);
+  if (M == 0 || N == 0)
+    return;
+  if (K == 0)
+    {
+    zero_y(M, N, y, y_rs, yb);
+    return;
+  }
+  FlexQuantCall c = {M, N, K,
+                     (const float *)((const char *)(intptr_t)x_ptr + x_off * (xb ? 2 : 4)), x_rs,
+                     NULL, (const uint8_t *)(intptr_t)w_ptr + w_off, 0,
+                     (const char *)(intptr_t)sz_ptr + sz_off * (sb ? 2 : 4), y, y_rs,
+                     group_size, layout, sb, yb};
+  run(fn, &c, FLEX_QUANT_INT4, xb);
+}

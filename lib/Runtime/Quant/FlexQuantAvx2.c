@@ -1,0 +1,206 @@
+/*===- FlexQuantAvx2.c - quantized-weight products on AVX2 + FMA ----------===*
+ *
+ * The AVX2 kernels of flex_quant_matmul_i8 / _i4 (FlexQuant.c dispatches;
+ * FlexQuantKernels.h the contract), for CPUs with AVX2 and FMA but no
+ * AVX-512 (Zen 1-3, Haswell to Comet Lake):
+ *   - int8: four weight rows at a time (two for 3-4 rows of x: 16 YMM
+ *     registers), 8 weights widened in registers (VPMOVSXBD, VCVTDQ2PS)
+ *     and multiplied by each row of x with FMAs, the sums scaled once per
+ *     output; the K tail through a zeroed 8-byte block;
+ *   - int4: 16 columns of a packed block at a time (the block's bytes of
+ *     a group stay in L1 for its other columns): each k's 16 nibbles in
+ *     column order (and, shift, and, for layout 0 an interleave), widened
+ *     (VPMOVZXBD, VCVTDQ2PS), multiplied by the broadcast x[m,k] into sums
+ *     per group, then s * sum + (z - 8 s) * xsum per group.
+ * Every function carries its own target attribute; only
+ * flex_quant_install_avx2 (baseline code) runs before the CPU's features
+ * are known.
+ *
+ *===----------------------------------------------------------------------===*/
+#include "FlexQuantKernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define FLEX_AVX2 __attribute__((target("avx2,fma")))
+#define FLEX_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+FLEX_AVX2_INLINE float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+FLEX_AVX2_INLINE __m256 widen_i8(const int8_t *p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* W weight rows from n against R rows of x from m0 (constants where
+   inlined): R * W sums of 8 lanes. */
+FLEX_AVX2_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R, const int W,
+                              int64_t n) {
+  static const int32_t ones_then_zeros[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                              0,  0,  0,  0,  0,  0,  0,  0};
+  const int64_t K = c->K, K8 = K & ~(int64_t)7;
+  __m256 acc[FLEX_QUANT_ROWS][4];
+  const int8_t *wr[4];
+  const float *x[FLEX_QUANT_ROWS];
+  for (int j = 0; j < W; ++j)
+    wr[j] = (const int8_t *)c->w + (n + j) * c->wm;
+  for (int m = 0; m < R; ++m) {
+    x[m] = c->x + (m0 + m) * c->xm;
+    for (int j = 0; j < W; ++j)
+      acc[m][j] = _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < K8; k += 8) {
+    __m256 xv[FLEX_QUANT_ROWS];
+    for (int m = 0; m < R; ++m)
+      xv[m] = _mm256_loadu_ps(x[m] + k);
+    for (int j = 0; j < W; ++j) {
+      const __m256 w = widen_i8(wr[j] + k);
+      for (int m = 0; m < R; ++m)
+        acc[m][j] = _mm256_fmadd_ps(w, xv[m], acc[m][j]);
+    }
+  }
+  if (K8 < K) {
+    const __m256i mask = _mm256_loadu_si256((const __m256i *)(ones_then_zeros + 8 - (K - K8)));
+    __m256 xv[FLEX_QUANT_ROWS];
+    for (int m = 0; m < R; ++m)
+      xv[m] = _mm256_maskload_ps(x[m] + K8, mask);
+    for (int j = 0; j < W; ++j) {
+      int8_t block[16] = {0};
+      memcpy(block, wr[j] + K8, (size_t)(K - K8));
+      const __m256 w = widen_i8(block);
+      for (int m = 0; m < R; ++m)
+        acc[m][j] = _mm256_fmadd_ps(w, xv[m], acc[m][j]);
+    }
+  }
+  for (int j = 0; j < W; ++j) {
+    const float s = flex_quant_scale(c, n + j);
+    for (int m = 0; m < R; ++m)
+      flex_quant_store(c, m0 + m, n + j, hsum(acc[m][j]) * s);
+  }
+}
+
+FLEX_AVX2_INLINE void i8_run(const FlexQuantCall *c, int64_t m0, const int R, int64_t n0,
+                             int64_t n1) {
+  const int W = R <= 2 ? 4 : 2;
+  int64_t n = n0;
+  for (; n + W <= n1; n += W)
+    i8_tile(c, m0, R, W, n);
+  for (; n < n1; ++n)
+    i8_tile(c, m0, R, 1, n);
+}
+
+FLEX_AVX2 static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows, int64_t n0,
+                              int64_t n1) {
+  switch (rows) {
+  case 1: i8_run(c, m0, 1, n0, n1); break;
+  case 2: i8_run(c, m0, 2, n0, n1); break;
+  case 3: i8_run(c, m0, 3, n0, n1); break;
+  default: i8_run(c, m0, 4, n0, n1); break;
+  }
+}
+
+/* The nibbles of columns 16v .. 16v+15 of a packed row of `layout`, as 16
+   bytes in column order. */
+FLEX_AVX2_INLINE __m128i nibbles(const uint8_t *row, const int v, const int layout) {
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i b = _mm_loadu_si128((const __m128i *)(row + (layout == 2 ? 16 * (v & 1) : 0)));
+  const __m128i lo = _mm_and_si128(b, low4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+  if (layout == 2)
+    return v < 2 ? lo : hi;
+  if (layout == 1)
+    return v == 0 ? lo : hi;
+  return v == 0 ? _mm_unpacklo_epi8(lo, hi) : _mm_unpackhi_epi8(lo, hi);
+}
+
+/* The scales and zeros of 8 columns: pairs from element `at` of sz. */
+FLEX_AVX2_INLINE void scales_zeros(const FlexQuantCall *c, int64_t at, __m256 *s, __m256 *z) {
+  __m256 a, b;
+  if (c->s_bf16) {
+    const uint16_t *p = (const uint16_t *)c->s + at;
+    a = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    b = _mm256_castsi256_ps(_mm256_slli_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 8))), 16));
+  } else {
+    a = _mm256_loadu_ps((const float *)c->s + at);
+    b = _mm256_loadu_ps((const float *)c->s + at + 8);
+  }
+  /* [s0 s1 s4 s5 | s2 s3 s6 s7] -> in order (64-bit pairs 0, 2, 1, 3) */
+  *s = _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+  *z = _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* One packed block against R rows of x (R, layout constants). */
+FLEX_AVX2_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R, int64_t block,
+                               const int layout) {
+  const int BN = layout == 2 ? 64 : 32;
+  const int64_t K = c->K, G = c->group, groups = K / G, N = c->N, n_base = block * BN;
+  const uint8_t *base = c->w + block * K * (BN / 2);
+  const float *x = c->x + m0 * c->xm;
+  float y[FLEX_QUANT_ROWS][64];
+  memset(y, 0, sizeof y);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int v = 0; v < BN / 16; ++v) {
+      __m256 acc[FLEX_QUANT_ROWS][2];
+      for (int m = 0; m < R; ++m)
+        acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+      for (int64_t k = g * G; k < (g + 1) * G; ++k) {
+        const __m128i q = nibbles(base + k * (BN / 2), v, layout);
+        const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
+        const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8)));
+        for (int m = 0; m < R; ++m) {
+          const __m256 xv = _mm256_broadcast_ss(x + m * c->xm + k);
+          acc[m][0] = _mm256_fmadd_ps(w0, xv, acc[m][0]);
+          acc[m][1] = _mm256_fmadd_ps(w1, xv, acc[m][1]);
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        __m256 s, z;
+        scales_zeros(c, (g * N + n_base + 16 * v + 8 * h) * 2, &s, &z);
+        const __m256 shift = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), s, z); /* z - 8 s */
+        for (int m = 0; m < R; ++m) {
+          float *out = y[m] + 16 * v + 8 * h;
+          const __m256 xs = _mm256_set1_ps(c->xsum[(m0 + m) * groups + g]);
+          _mm256_storeu_ps(out, _mm256_fmadd_ps(s, acc[m][h],
+                                                _mm256_fmadd_ps(shift, xs, _mm256_loadu_ps(out))));
+        }
+      }
+    }
+  }
+  for (int m = 0; m < R; ++m)
+    for (int j = 0; j < BN; ++j)
+      flex_quant_store(c, m0 + m, n_base + j, y[m][j]);
+}
+
+#define FLEX_I4_LAYOUT(L)                                                        \
+  FLEX_AVX2 static void i4_layout##L(const FlexQuantCall *c, int64_t m0, int rows, \
+                                     int64_t b) {                                \
+    switch (rows) {                                                              \
+    case 1: i4_block(c, m0, 1, b, L); break;                                     \
+    case 2: i4_block(c, m0, 2, b, L); break;                                     \
+    case 3: i4_block(c, m0, 3, b, L); break;                                     \
+    default: i4_block(c, m0, 4, b, L); break;                                    \
+    }                                                                            \
+  }
+FLEX_I4_LAYOUT(0)
+FLEX_I4_LAYOUT(1)
+FLEX_I4_LAYOUT(2)
+#undef FLEX_I4_LAYOUT
+
+/* Every kernel, where the CPU has AVX2 and FMA. */
+int flex_quant_install_avx2(FlexQuantKernels *k) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    return 0;
+  k->i8 = i8_rows;
+  k->i4[0] = i4_layout0;
+  k->i4[1] = i4_layout1;
+  k->i4[2] = i4_layout2;
+  return 1;
+}

@@ -1,0 +1,199 @@
+/*===- FlexQuantAvx512.c - quantized-weight products on AVX-512 ----------===*
+ *
+ * The AVX512F kernels of flex_quant_matmul_i8 / _i4 (FlexQuant.c
+ * dispatches; FlexQuantKernels.h the contract):
+ *   - int8: four weight rows at a time (one load of each 16 bytes of x
+ *     for the four), 16 weights widened in registers (VPMOVSXBD,
+ *     VCVTDQ2PS) and multiplied by each row of x with FMAs, the sums scaled
+ *     once per output; the K tail through a zeroed 16-byte block;
+ *   - int4: the whole packed block (64 or 32 columns) of one k at a time:
+ *     its 32 or 16 bytes split into nibbles (and, shift, and, for layout 0
+ *     an interleave), widened (VPMOVZXBD, VCVTDQ2PS), multiplied by the
+ *     broadcast x[m,k] into sums per group, then s * sum + (z - 8 s) *
+ *     xsum per group (the scale/zero pairs deinterleaved by VPERMT2PS).
+ * The int8 dot-product instructions (VNNI) are not used: they take int8
+ * (or uint8) x, and x here is f32 (or bf16), whose quantization would
+ * change the results. Every function carries its own target attribute;
+ * only flex_quant_install_avx512 (baseline code) runs before the CPU's
+ * features are known.
+ *
+ *===----------------------------------------------------------------------===*/
+#include "FlexQuantKernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define FLEX_AVX512 __attribute__((target("avx512f")))
+#define FLEX_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
+
+FLEX_AVX512_INLINE __m512 widen_i8(const int8_t *p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+
+/* W weight rows from n against R rows of x from m0 (both constants where
+   inlined): R * W sums of 16 lanes. */
+FLEX_AVX512_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R,
+                                const int W, int64_t n) {
+  const int64_t K = c->K, K16 = K & ~(int64_t)15;
+  const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1u);
+  __m512 acc[FLEX_QUANT_ROWS][4];
+  const int8_t *wr[4];
+  const float *x[FLEX_QUANT_ROWS];
+  for (int j = 0; j < W; ++j)
+    wr[j] = (const int8_t *)c->w + (n + j) * c->wm;
+  for (int m = 0; m < R; ++m) {
+    x[m] = c->x + (m0 + m) * c->xm;
+    for (int j = 0; j < W; ++j)
+      acc[m][j] = _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < K16; k += 16) {
+    __m512 xv[FLEX_QUANT_ROWS];
+    for (int m = 0; m < R; ++m)
+      xv[m] = _mm512_loadu_ps(x[m] + k);
+    for (int j = 0; j < W; ++j) {
+      const __m512 w = widen_i8(wr[j] + k);
+      for (int m = 0; m < R; ++m)
+        acc[m][j] = _mm512_fmadd_ps(w, xv[m], acc[m][j]);
+    }
+  }
+  if (tail) {
+    __m512 xv[FLEX_QUANT_ROWS];
+    for (int m = 0; m < R; ++m)
+      xv[m] = _mm512_maskz_loadu_ps(tail, x[m] + K16);
+    for (int j = 0; j < W; ++j) {
+      int8_t block[16] = {0};
+      memcpy(block, wr[j] + K16, (size_t)(K - K16));
+      const __m512 w = widen_i8(block);
+      for (int m = 0; m < R; ++m)
+        acc[m][j] = _mm512_fmadd_ps(w, xv[m], acc[m][j]);
+    }
+  }
+  for (int j = 0; j < W; ++j) {
+    const float s = flex_quant_scale(c, n + j);
+    for (int m = 0; m < R; ++m)
+      flex_quant_store(c, m0 + m, n + j, _mm512_reduce_add_ps(acc[m][j]) * s);
+  }
+}
+
+FLEX_AVX512_INLINE void i8_run(const FlexQuantCall *c, int64_t m0, const int R,
+                               int64_t n0, int64_t n1) {
+  int64_t n = n0;
+  for (; n + 4 <= n1; n += 4)
+    i8_tile(c, m0, R, 4, n);
+  for (; n < n1; ++n)
+    i8_tile(c, m0, R, 1, n);
+}
+
+FLEX_AVX512 static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows,
+                                int64_t n0, int64_t n1) {
+  switch (rows) {
+  case 1: i8_run(c, m0, 1, n0, n1); break;
+  case 2: i8_run(c, m0, 2, n0, n1); break;
+  case 3: i8_run(c, m0, 3, n0, n1); break;
+  default: i8_run(c, m0, 4, n0, n1); break;
+  }
+}
+
+/* The nibbles of columns 16v .. 16v+15 of a packed row of `layout`, as 16
+   bytes in column order. */
+FLEX_AVX512_INLINE __m128i nibbles(const uint8_t *row, const int v, const int layout) {
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i b = _mm_loadu_si128((const __m128i *)(row + (layout == 2 ? 16 * (v & 1) : 0)));
+  const __m128i lo = _mm_and_si128(b, low4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+  if (layout == 2)
+    return v < 2 ? lo : hi;
+  if (layout == 1)
+    return v == 0 ? lo : hi;
+  return v == 0 ? _mm_unpacklo_epi8(lo, hi) : _mm_unpackhi_epi8(lo, hi);
+}
+
+/* The scales and zeros of 16 columns: pairs at p (f32 or bf16). */
+FLEX_AVX512_INLINE void scales_zeros(const FlexQuantCall *c, int64_t at, __m512 *s, __m512 *z) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  __m512 a, b;
+  if (c->s_bf16) {
+    const __m512i raw = _mm512_loadu_si512((const void *)((const uint16_t *)c->s + at));
+    a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
+    b = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
+  } else {
+    a = _mm512_loadu_ps((const float *)c->s + at);
+    b = _mm512_loadu_ps((const float *)c->s + at + 16);
+  }
+  *s = _mm512_permutex2var_ps(a, even, b);
+  *z = _mm512_permutex2var_ps(a, odd, b);
+}
+
+/* One packed block against R rows of x (R, layout constants). */
+FLEX_AVX512_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R,
+                                 int64_t block, const int layout) {
+  enum { MAXV = 4 };
+  const int BN = layout == 2 ? 64 : 32, V = BN / 16;
+  const int64_t K = c->K, G = c->group, groups = K / G, N = c->N, n_base = block * BN;
+  const uint8_t *base = c->w + block * K * (BN / 2);
+  __m512 y[FLEX_QUANT_ROWS][MAXV];
+  for (int m = 0; m < R; ++m)
+    for (int v = 0; v < V; ++v)
+      y[m][v] = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    __m512 acc[FLEX_QUANT_ROWS][MAXV];
+    for (int m = 0; m < R; ++m)
+      for (int v = 0; v < V; ++v)
+        acc[m][v] = _mm512_setzero_ps();
+    const float *x = c->x + m0 * c->xm;
+    for (int64_t k = g * G; k < (g + 1) * G; ++k) {
+      const uint8_t *row = base + k * (BN / 2);
+      __m512 w[MAXV];
+      for (int v = 0; v < V; ++v)
+        w[v] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(nibbles(row, v, layout)));
+      for (int m = 0; m < R; ++m) {
+        const __m512 xv = _mm512_set1_ps(x[m * c->xm + k]);
+        for (int v = 0; v < V; ++v)
+          acc[m][v] = _mm512_fmadd_ps(w[v], xv, acc[m][v]);
+      }
+    }
+    for (int v = 0; v < V; ++v) {
+      __m512 s, z;
+      scales_zeros(c, (g * N + n_base + 16 * v) * 2, &s, &z);
+      const __m512 shift = _mm512_fnmadd_ps(_mm512_set1_ps(8.0f), s, z); /* z - 8 s */
+      for (int m = 0; m < R; ++m) {
+        const __m512 xs = _mm512_set1_ps(c->xsum[(m0 + m) * groups + g]);
+        y[m][v] = _mm512_fmadd_ps(s, acc[m][v], _mm512_fmadd_ps(shift, xs, y[m][v]));
+      }
+    }
+  }
+  for (int m = 0; m < R; ++m) {
+    float out[64];
+    for (int v = 0; v < V; ++v)
+      _mm512_storeu_ps(out + 16 * v, y[m][v]);
+    for (int j = 0; j < BN; ++j)
+      flex_quant_store(c, m0 + m, n_base + j, out[j]);
+  }
+}
+
+#define FLEX_I4_LAYOUT(L)                                                        \
+  FLEX_AVX512 static void i4_layout##L(const FlexQuantCall *c, int64_t m0,       \
+                                       int rows, int64_t b) {                    \
+    switch (rows) {                                                              \
+    case 1: i4_block(c, m0, 1, b, L); break;                                     \
+    case 2: i4_block(c, m0, 2, b, L); break;                                     \
+    case 3: i4_block(c, m0, 3, b, L); break;                                     \
+    default: i4_block(c, m0, 4, b, L); break;                                    \
+    }                                                                            \
+  }
+FLEX_I4_LAYOUT(0)
+FLEX_I4_LAYOUT(1)
+FLEX_I4_LAYOUT(2)
+#undef FLEX_I4_LAYOUT
+
+/* Every kernel, where the CPU has AVX512F. */
+int flex_quant_install_avx512(FlexQuantKernels *k) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f"))
+    return 0;
+  k->i8 = i8_rows;
+  k->i4[0] = i4_layout0;
+  k->i4[1] = i4_layout1;
+  k->i4[2] = i4_layout2;
+  return 1;
+}

@@ -398,6 +398,7 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
     import torch
 
     from .pre_export_cache import PreExport
+    from .subclass_state import state_tensor
 
     original = model
     # BlockMask arguments become tensors (block_mask_args.py).
@@ -422,7 +423,7 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
         arg_specs, constants = _user_input_specs(ep, example_args)
         (torch_ir, linalg_ir, flex_ir, targets, mutations), imported_key = _import_stages(
             ep, func_name, weights_as_arguments)
-        state = [_state_tensor(ep, t) for t in targets or ()]
+        state = [state_tensor(ep, t) for t in targets or ()]
         checks = _export_checks(ep, [n for n, _ in arg_specs] if arg_specs else None, len(state))
         if pre is not None:
             pre.store(ep, model, imported_key=imported_key, out_spec=out_spec, arg_specs=arg_specs,
@@ -536,14 +537,6 @@ def unalias(args):
             storages.add(ptr)
         out.append(a)
     return tuple(out)
-
-
-def _state_tensor(ep, target):
-    """The tensor of a parameter or buffer (non-persistent buffers are in
-    `constants`): the model's own object, so that a later in-place update
-    or `.data` assignment is what the next call reads."""
-    t = ep.state_dict.get(target)
-    return ep.constants[target] if t is None else t
 
 
 def _export_checks(ep, names, offset=0):

@@ -14,7 +14,9 @@ process took to its first token of a 24-layer Qwen2-0.5B-shaped model.
   other plain objects field by field, functions by their code and closure,
   hooks), its parameters' and buffers' names, shapes, strides, dtypes and
   aliasing, the values of its buffers and of tensors it holds outside
-  them;
+  them, and a tensor subclass parameter (a torchao quantized weight) by
+  the type and `__tensor_flatten__` context of the subclass and its inner
+  tensors, values included (subclass_state.py);
 - the call: each example argument's shape, strides and dtype (an int's
   value), `dynamic_shapes`, the default dtype, the grad mode, and the
   `TORCH_MLIR_FLEX_*` environment (which switches parts of the importer);
@@ -22,8 +24,8 @@ process took to its first token of a 24-layer Qwen2-0.5B-shaped model.
 
 An attribute of a kind it cannot describe (an object with neither fields
 nor a known type) makes the key None: compile() then exports as before.
-Weights are arguments of the compiled function, so their values are not
-part of the key; those a flex_attention modifier captures become literals
+Weights are arguments of the compiled function, so the values of plain
+ones are not part of the key; those a flex_attention modifier captures become literals
 of the module and are checked by value when the entry is loaded
 (`PreExport.load`, pre_export_cache.py), as are the source files named in the exported
 graph's stack traces (where the traced code lives, beyond the classes).
@@ -99,9 +101,18 @@ def file_hash(path: str):
 
 def tensor_hash(t) -> str:
     """A hash of a tensor's dtype, shape and values (also the stage cache's
-    literals: stage_cache.program_fingerprint)."""
+    literals: stage_cache.program_fingerprint); of a tensor subclass (a
+    quantized weight), of its type, flatten context and inner tensors."""
     import torch
 
+    from .subclass_state import flatten_context, inner_tensors, is_subclass
+
+    if is_subclass(t):
+        ctx = repr([(p, f"{c.__module__}.{c.__qualname__}", _stable_repr(x)) for p, c, x in flatten_context(t)])
+        h = hashlib.sha256(re.sub(r" at 0x[0-9a-f]+", "", ctx).encode())  # no object addresses
+        for path, inner in inner_tensors(t):
+            h.update(f"\0{path} {inner.stride()} {tensor_hash(inner)}".encode())
+        return h.hexdigest()[:24]
     t = t.detach().contiguous().cpu()
     h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
     if t.numel():
@@ -242,6 +253,8 @@ def module_key(model, example_args, dynamic_shapes, *extra):
     when part of it cannot be described."""
     import torch
 
+    from .subclass_state import inner_tensors, is_subclass
+
     modules = list(model.named_modules(remove_duplicate=False))
     d = _Describer(modules)
     try:
@@ -258,11 +271,15 @@ def module_key(model, example_args, dynamic_shapes, *extra):
         for kind, named in (("p", model.named_parameters(remove_duplicate=False)),
                             ("b", model.named_buffers(remove_duplicate=False))):
             for name, t in named:
-                where = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
-                alias = first.setdefault(where, name)
-                d.add(f"{kind} {name} {tuple(t.shape)} {t.stride()} {t.dtype} {t.requires_grad} "
-                      f"{t.device} ={alias}")
-                if kind == "b":
+                d.add(f"{kind} {name} {tuple(t.shape)} {t.stride()} {t.dtype} {t.requires_grad} {t.device}")
+                # A subclass (a quantized weight) by its inner tensors,
+                # values included: those are what the program reads.
+                for path, inner in inner_tensors(t):
+                    where = (inner.untyped_storage().data_ptr(), inner.storage_offset(), tuple(inner.shape),
+                             inner.stride())
+                    alias = first.setdefault(where, f"{name}.{path}" if path else name)
+                    d.add(f" {path} {tuple(inner.shape)} {inner.stride()} {inner.dtype} ={alias}")
+                if kind == "b" or is_subclass(t):
                     d.add(tensor_hash(t))
         for i, a in enumerate(example_args):
             if isinstance(a, torch.Tensor):

@@ -9,11 +9,15 @@ state targets (the model's parameters and buffers passed as arguments, by
 name), the shape checks, and what is checked when loading: the hashes of
 the source files the exported graph's stack traces name and of the model
 tensors the module holds as literals (those a modifier captures).
+A target that names an inner tensor of a tensor subclass (a torchao
+quantized weight, unwrapped by the export) is resolved to the tensor the
+model's subclass holds (subclass_state.py).
 """
 
 from ..log import get_logger
 from . import cache, stage_cache
 from .module_key import file_hash, module_key, tensor_hash, traced_files
+from .subclass_state import outer_name, resolve
 
 log = get_logger("cache")
 
@@ -49,7 +53,7 @@ class PreExport:
         tensors = _model_tensors(model)
         changed += [n for n, h in entry["literals"].items()
                     if n not in tensors or tensor_hash(tensors[n]) != h]
-        missing = [t for t in entry["targets"] or () if t not in tensors]
+        missing = [t for t in entry["targets"] or () if resolve(tensors, t) is None]
         imported = stage_cache.load(entry["imported_key"]) if not changed and not missing else None
         if imported is None:
             log.info("stage cache: exported entry not used (changed: %s, missing: %s)", changed, missing)
@@ -62,7 +66,7 @@ class PreExport:
         log.info("stage export..materialize: from the stage cache")
         cache.stats["export_skipped"] += 1
         return dict(entry, out_spec=out_spec, imported=imported,
-                    state=[tensors[t] for t in entry["targets"] or ()])
+                    state=[resolve(tensors, t) for t in entry["targets"] or ()])
 
     def store(self, ep, model, *, imported_key, out_spec, arg_specs, constants, targets, checks):
         if self.key is None or imported_key is None:
@@ -70,9 +74,10 @@ class PreExport:
         import torch.utils._pytree as pytree
 
         tensors = _model_tensors(model)
-        if any(t not in tensors for t in targets or ()):
+        if any(resolve(tensors, t) is None for t in targets or ()):
             return  # a state target that is not a model attribute by that name
         kept = set(targets or ())
+        kept |= {outer_name(t) for t in kept} - {None}  # subclasses passed as their inner tensors
         named = list(ep.state_dict.items()) + list(ep.constants.items())
         literals = {n: tensor_hash(t) for n, t in named if n not in kept and n in tensors}
         try:

@@ -13,7 +13,9 @@ pipeline cannot take run in eager PyTorch, with a warning on the
 A graph that needs autograd (grad mode on and an input that requires
 grad) goes through AOTAutograd: its forward and backward graphs are
 compiled here too (training.py), flex_attention's backward included
-(device_check.py lets Dynamo trace it on CPU for this backend). Dynamic shapes (Dynamo's automatic
+(device_check.py lets Dynamo trace it on CPU for this backend). So does
+a graph whose inputs include tensor subclasses (torchao's quantized
+weights): AOTAutograd passes their inner tensors (`has_subclass_inputs`). Dynamic shapes (Dynamo's automatic
 dynamic after a shape change, `dynamic=True`, `mark_dynamic`) compile once
 for the range of sizes (graph_inputs.py); sizes torch.export refuses to
 keep dynamic, and Python floats Dynamo made dynamic where an op needs a
@@ -59,7 +61,7 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None,
         log.debug("torch_mlir_flex: backend argument %s=%r ignored", key, other[key])
     args = parse(mode, options, backend)
     stats["graphs"] += 1
-    if needs_autograd(example_inputs):
+    if needs_autograd(example_inputs) or has_subclass_inputs(example_inputs):
         from .training import aot_backend
 
         return aot_backend(gm, example_inputs, args.pipeline, args.opt_level)
@@ -72,6 +74,16 @@ def needs_autograd(example_inputs) -> bool:
 
     return torch.is_grad_enabled() and any(
         isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs)
+
+
+def has_subclass_inputs(example_inputs) -> bool:
+    """A tensor subclass among the inputs (a torchao quantized weight, which
+    Dynamo passes as the subclass itself): AOTAutograd then hands us a graph
+    of its inner tensors (qdata, scales), and unwraps the model's subclass
+    at each call (no copy)."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    return any(is_traceable_wrapper_subclass(x) for x in example_inputs)
 
 
 def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: str,

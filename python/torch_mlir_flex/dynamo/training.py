@@ -14,9 +14,18 @@ the compiled ones.
 AOTAutograd passes fake tensors as examples; the export takes real ones of
 the same sizes and strides (sizes that are symbols take their hints, and
 stay dynamic): the graphs view tensors whose layout the forward fixed.
+
+A graph whose joint trace needs a derivative torch does not have (an
+inference-only quantized model called with grad mode on: torchao int4's
+`_weight_int4pack_mm_for_cpu`) is compiled for inference, with a warning.
 """
 
+import re
 from typing import Callable, List, Optional
+
+from ..log import get_logger
+
+log = get_logger("dynamo")
 
 
 def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int = 2) -> Callable:
@@ -43,9 +52,35 @@ def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int
 
         return compile_
 
-    return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                        inference_compiler=compiler("compiled"),
-                        decompositions=backward_decompositions())(gm, example_inputs)
+    def aot():
+        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+                            inference_compiler=compiler("compiled"),
+                            decompositions=backward_decompositions())(gm, example_inputs)
+
+    try:
+        return aot()
+    except RuntimeError as e:
+        op = missing_derivative(e)
+        if op is None:
+            raise
+    # An inference-only model called with grad mode on (its float parameters
+    # require grad): the joint graph needs the derivative of an op torch has
+    # none for (torchao int4's aten::_weight_int4pack_mm_for_cpu); eager
+    # would fail at backward() too. Compiled for inference.
+    import torch
+
+    log.warning("torch_mlir_flex: %s needs the derivative of %s, which torch does not implement: compiled "
+                "for inference (its outputs do not require grad; call the model under torch.no_grad())",
+                name, op)
+    stats["inference_only"] += 1
+    with torch.no_grad():
+        return aot()
+
+
+def missing_derivative(e: BaseException):
+    """The op named by autograd's "derivative for <op> is not implemented", or None."""
+    m = re.search(r"derivative for (\S+) is not implemented", str(e))
+    return m.group(1) if m else None
 
 
 def backward_decompositions() -> dict:

@@ -358,3 +358,30 @@ def test_outlined_text(kind, dt):
         weight = call.group(2)
         assert weight.startswith("%arg") and len(re.findall(rf"{weight}\b(?!:)", text)) == 1, text
     assert "torch.operator" not in text and "sitofp" not in text and "uitofp" not in text
+
+
+_BAD_FORMAT = """
+func.func @main(%x: !torch.vtensor<[3,64],f32>, %w: !torch.vtensor<[128,64],si8>,
+                %s: !torch.vtensor<[128],f32>) -> !torch.vtensor<[3,128],f32> {
+  %str = torch.constant.str "FORMAT"
+  %int0 = torch.constant.int 0
+  %0 = torch.operator "torch.torch_mlir_flex.quant_matmul"(%x, %w, %s, %str, %int0, %int0) : (!torch.vtensor<[3,64],f32>, !torch.vtensor<[128,64],si8>, !torch.vtensor<[128],f32>, !torch.str, !torch.int, !torch.int) -> !torch.vtensor<[3,128],f32>
+  return %0 : !torch.vtensor<[3,128],f32>
+}
+"""
+
+
+@pytest.mark.parametrize("fmt, message", [
+    ("int5", "quant_matmul format must be one of"),
+    ("int4_cpu", r"ranks \[2, 2, 1\], expected \[2, 2, 3\]")])
+def test_outliner_refuses_malformed_calls(fmt, message):
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+
+    from torch_mlir_flex.frontend import FlexFrontendError, lower_to_linalg_with_flex_outlined
+
+    context = ir.Context()
+    torch_d.register_dialect(context)
+    module = ir.Module.parse(_BAD_FORMAT.replace("FORMAT", fmt), context)
+    with pytest.raises(FlexFrontendError, match=message):
+        lower_to_linalg_with_flex_outlined(module)

@@ -110,12 +110,14 @@ def headline_row(name: str, title: str, case: str, ours: str, eager: str, induct
     return f"| {link} | {case} | {ours} | {eager} | {inductor} | {sdpa} | {where} |"
 
 
-def update_headline(name: str, row: str, kind: str, readme: str = README):
+def update_headline(name: str, row: str, kind: str, readme: str = README, link: str = ""):
     """Replaces the headline row of benchmark `name` (the row whose first
     cell links docs/benchmarks/<name>.md) in the row set of host kind
     `kind` between the README's headline markers; appends it to that row
     set when absent, and the row set (under its ``### Host:`` heading)
-    when the kind is new. Other kinds' rows stay as they are."""
+    when the kind is new. Other kinds' rows stay as they are. `link`: the
+    first cell's link target that identifies the row, when not the page
+    itself (``](docs/benchmarks/serving.md#quantized-models)``)."""
     with open(readme) as f:
         text = f.read()
     if HEADLINE_BEGIN not in text or HEADLINE_END not in text:
@@ -123,7 +125,7 @@ def update_headline(name: str, row: str, kind: str, readme: str = README):
     head, rest = text.split(HEADLINE_BEGIN, 1)
     table, tail = rest.split(HEADLINE_END, 1)
     lines = (kind_section(table, kind) or HEADLINE_HEADER).split("\n")
-    link = f"]({PAGES}/{name}.md)"
+    link = link or f"]({PAGES}/{name}.md)"
     found = [i for i, line in enumerate(lines) if line.startswith("|") and link in line.split("|")[1]]
     if found:
         lines[found[0]] = row

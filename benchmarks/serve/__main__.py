@@ -1,5 +1,6 @@
 """Serving benchmark: `python -m benchmarks.serve [--all] [--reps N]
-[--readme]`.
+[--readme]`; `--quant [--quick]`: the quantized models' benchmark
+(benchmarks/serve_quant.py, its own options).
 
 For each configuration (configs.py), one process per implementation
 (child.py: HF's flex path uncompiled, inductor with a DynamicCache and
@@ -22,6 +23,7 @@ serving row in the README's headline table.
 import argparse
 import json
 import os
+import sys
 import tempfile
 
 from ..child_process import ROOT, run_json_child
@@ -163,7 +165,14 @@ def write_readme(rows, table, rounds, host, readme=rd.README):
 
 
 def main():
+    if "--quant" in sys.argv[1:]:
+        from ..serve_quant import main as quant_main
+
+        quant_main(sys.argv[1:])
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quant", action="store_true", help="the quantized models (python -m benchmarks.serve "
+                                                         "--quant --help: its options)")
     ap.add_argument("--all", action="store_true", help="add the Qwen2-0.5B-shaped configurations")
     ap.add_argument("--only", default="", help="comma-separated configuration names (as in the table), "
                                                "e.g. 'qwen2 L=24 f32 B=1 P=128'")

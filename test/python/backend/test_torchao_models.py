@@ -1,0 +1,236 @@
+"""torchao-quantized models through every entry point (issue #41).
+
+A tiny MLP and a tiny transformers causal LM (hidden 64, 2 layers: Qwen2
+in f32, Llama in bf16), quantized with torchao 0.18's
+`Int8WeightOnlyConfig` and `Int8DynamicActivationInt8WeightConfig`, go
+through `torch_mlir_flex.compile`, `torch.compile(backend="torch_mlir_flex")`,
+`hf.compile` and `hf.generator`. Each test checks:
+
+- the logits against torchao's own eager result, within TOLERANCE;
+- that the weights stay quantized: among the compiled function's runtime
+  arguments is the model's own `qdata` of every quantized weight (the
+  same memory: bound, not copied), and no float tensor of a quantized
+  weight's shape (or its transpose) that is not one of the model's own
+  float parameters (no dequantized copy of the weights is made);
+- through Dynamo, that no captured graph runs in eager PyTorch;
+- through `hf.generator`, that the 32 greedy tokens equal
+  `model.generate`'s (prompt seed 3, where eager's top-2 margins are
+  not within the tolerance);
+- that changing `qdata` in place makes the next compile a cache miss
+  (the pre-export key describes a subclass by its inner tensors), while
+  the function compiled before already reads the new values (bound).
+
+TOLERANCE (max |ours - eager| on logits of magnitude <= ~3, INIT_RANGE 0.1):
+- int8 weight-only, f32: 1e-4. Both compute x @ dequant(w) with f32
+  accumulation; only the summation order and where the per-row scale is
+  applied (inside or after the sum) differ: a few f32 ulps per linear.
+- int8 weight-only, bf16: 0.1. Eager rounds the mm's result to bf16 and
+  then the product with the scale again; ours rounds once, after an f32
+  accumulation: each linear's output may differ by a bf16 ulp (2^-8
+  relative), carried through 2 layers (hf_e2e's bf16 tolerance: bf16 eager
+  is itself 0.04-0.06 away from f32 on these logits).
+- int8 dynamic activation + int8 weight (f32 and bf16): 0.1. The
+  activations are quantized to int8 per token at run time: a value whose
+  scaled form rounds on the other side of a .5 (order of the absmax /
+  scale computation) moves by one int8 step (1/127 of the row's absmax),
+  and attention carries that to every later position (measured 0.042 on
+  the Qwen2 logits, position 0 exact).
+"""
+
+import pytest
+import torch
+
+pytest.importorskip("torchao")
+pytest.importorskip("transformers")
+
+import torch_mlir_flex  # noqa: E402
+import torch_mlir_flex.hf as flex_hf  # noqa: E402
+from torch_mlir_flex import dynamo  # noqa: E402
+from torch_mlir_flex.backend import cache  # noqa: E402
+from torch_mlir_flex.backend.compile import CompiledModule  # noqa: E402
+from torch_mlir_flex.backend.subclass_state import inner_tensors, is_subclass  # noqa: E402
+
+dynamo.register()  # no-op when the entry point is installed
+
+VOCAB = 128
+NEW_TOKENS = 32
+LM = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+          num_key_value_heads=2, max_position_embeddings=256, initializer_range=0.1, pad_token_id=0,
+          bos_token_id=1, eos_token_id=2)
+
+
+def _config(name):
+    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig
+
+    return {"int8": Int8WeightOnlyConfig, "int8_dyn": Int8DynamicActivationInt8WeightConfig}[name]()
+
+
+TOLERANCE = {("int8", torch.float32): 1e-4, ("int8", torch.bfloat16): 0.1,
+             ("int8_dyn", torch.float32): 0.1, ("int8_dyn", torch.bfloat16): 0.1}
+CASES = [pytest.param(c, d, id=f"{c}-{str(d).split('.')[-1]}") for c, d in TOLERANCE]
+
+
+def _quantized(model, config):
+    from torchao.quantization import quantize_
+
+    quantize_(model, _config(config))
+    assert any(is_subclass(p) for p in model.parameters())
+    return model
+
+
+def _mlp(config, dtype):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64))
+    return _quantized(m.to(dtype).eval(), config)
+
+
+def _lm(config, dtype):
+    import transformers
+
+    cls = transformers.Qwen2Config if dtype == torch.float32 else transformers.LlamaConfig
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cls(**LM), attn_implementation="flex_attention",
+                                                          dtype=dtype).eval()
+    return _quantized(model, config)
+
+
+def _ids(length=9, seed=3):
+    return torch.randint(3, VOCAB, (1, length), generator=torch.Generator().manual_seed(seed))
+
+
+class _Logits(torch.nn.Module):
+    """The causal LM without a KV cache, returning its logits (what
+    torch.export takes)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids, use_cache=False).logits
+
+
+@pytest.fixture
+def arguments(monkeypatch):
+    """The tensors every compiled function was called with (its bound state,
+    then the call's arguments)."""
+    seen = []
+    call = CompiledModule.__call__
+
+    def recording(self, *args):
+        seen.extend(t for t in (*self.state, *args) if isinstance(t, torch.Tensor))
+        return call(self, *args)
+
+    monkeypatch.setattr(CompiledModule, "__call__", recording)
+    return seen
+
+
+def _check_quantized_arguments(model, seen):
+    """Every quantized weight's qdata is passed (its own memory); no float
+    tensor of a quantized weight's shape is, but the model's own float
+    parameters and buffers."""
+    assert seen, "no compiled function was called"
+    own = {t.data_ptr() for t in (*model.parameters(), *model.buffers()) if not is_subclass(t)}
+    passed = {t.data_ptr() for t in seen}
+    shapes = set()
+    for name, p in model.named_parameters():
+        if is_subclass(p):
+            qdata = dict(inner_tensors(p))["qdata"]
+            assert qdata.data_ptr() in passed, f"{name}.qdata is not a runtime argument"
+            shapes |= {tuple(p.shape), tuple(p.shape)[::-1]}
+    copies = [tuple(t.shape) for t in seen
+              if t.is_floating_point() and tuple(t.shape) in shapes and t.data_ptr() not in own]
+    assert not copies, f"float tensors of a quantized weight's shape among the arguments: {copies}"
+
+
+def _close(got, want, config, dtype):
+    err = (got.float() - want.float()).abs().max().item()
+    assert err <= TOLERANCE[config, dtype], f"max |ours - eager| = {err}"
+
+
+@pytest.mark.parametrize("config,dtype", CASES)
+def test_mlp_compile(config, dtype, arguments):
+    m = _mlp(config, dtype)
+    x = torch.randn(4, 64, dtype=dtype)
+    with torch.no_grad():
+        want = m(x)
+    fn = torch_mlir_flex.compile(m, (x,))
+    _close(fn(x), want, config, dtype)
+    _check_quantized_arguments(m, arguments)
+
+
+@pytest.mark.parametrize("config,dtype", CASES)
+def test_mlp_dynamo(config, dtype, arguments, fresh):
+    delta, _ = fresh
+    m = _mlp(config, dtype)
+    x = torch.randn(4, 64, dtype=dtype)
+    with torch.no_grad():
+        want = m(x)
+        got = torch.compile(m, backend="torch_mlir_flex")(x)
+    _close(got, want, config, dtype)
+    assert delta("eager") == 0 and delta("compiled") >= 1
+    _check_quantized_arguments(m, arguments)
+
+
+@pytest.mark.parametrize("config,dtype", CASES)
+def test_lm_compile(config, dtype, arguments):
+    model = _lm(config, dtype)
+    ids = _ids()
+    with torch.no_grad():
+        want = model(ids).logits
+    fn = torch_mlir_flex.compile(_Logits(model), (ids,))
+    _close(fn(ids), want, config, dtype)
+    _check_quantized_arguments(model, arguments)
+
+
+@pytest.mark.parametrize("config,dtype", CASES)
+def test_lm_dynamo(config, dtype, arguments, fresh):
+    delta, _ = fresh
+    model = _lm(config, dtype)
+    ids = _ids()
+    with torch.no_grad():
+        want = model(ids).logits
+        got = torch.compile(model, backend="torch_mlir_flex")(ids).logits
+    _close(got, want, config, dtype)
+    assert delta("eager") == 0 and delta("compiled") >= 1
+    _check_quantized_arguments(model, arguments)
+
+
+@pytest.mark.parametrize("config,dtype", CASES)
+def test_lm_hf_compile(config, dtype, arguments):
+    model = _lm(config, dtype)
+    ids = _ids()
+    with torch.no_grad():
+        want = model(ids).logits
+    fn = flex_hf.compile(model, {"input_ids": ids})
+    _close(fn(input_ids=ids), want, config, dtype)
+    _check_quantized_arguments(model, arguments)
+
+
+@pytest.mark.parametrize("config,dtype", CASES)
+def test_lm_generator_tokens(config, dtype, arguments):
+    model = _lm(config, dtype)
+    ids = _ids()
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
+    gen = flex_hf.generator(model, max_cache_len=64)
+    got = gen.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)
+    assert torch.equal(got, want)
+    _check_quantized_arguments(model, arguments)
+
+
+@pytest.mark.parametrize("config", ["int8", "int8_dyn"])
+def test_changed_qdata_is_a_cache_miss(config, cache_dir):
+    m = _mlp(config, torch.float32)
+    x = torch.randn(4, 64)
+    fn = torch_mlir_flex.compile(m, (x,))
+    torch_mlir_flex.compile(m, (x,))
+    assert cache.stats["export_skipped"] == 1  # the same model again: a hit
+    with torch.no_grad():
+        m[0].weight.qdata.neg_()
+        want = m(x)
+    # The function compiled before reads the model's qdata: the new values.
+    _close(fn(x), want, config, torch.float32)
+    again = torch_mlir_flex.compile(m, (x,))
+    assert cache.stats["export_skipped"] == 1 and again.exported_program is not None
+    _close(again(x), want, config, torch.float32)

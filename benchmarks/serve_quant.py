@@ -27,7 +27,7 @@ from .child_process import ROOT, run_json_child
 from .llama_cpp_peer import PEERS, available
 from .quant_models import NICE, QuantServeConfig
 from .readme import format_targets, worst
-from .results_file import merge_rows, rows_of
+from .results_file import merge_rows, row_key, rows_of
 
 FULL = [QuantServeConfig(m, q, b) for m in ("qwen2-0.5b", "qwen2-1.5b") for q in ("int8", "int4") for b in (1, 4)]
 QUICK = [QuantServeConfig("tiny", q, 1, prompt=16, new_tokens=8) for q in ("int8", "int4")]
@@ -84,7 +84,8 @@ def markdown(rows, host) -> str:
                        f"{_cell(r, 'bandwidth_pct', '{:.0f}')} | {same} |")
             if not ok:
                 out.append(f"| | | {r['error'][:200]} | | | | | |")
-    out += ["", "Runs (UTC): " + "; ".join(f"{r['config']}: {r.get('run', '?')}" for r in rows) + ".", "",
+    runs = lambda r: ", ".join(sorted({v.get("run", r.get("run", "?")) for v in r["results"].values()}))  # noqa: E731
+    out += ["", "Runs (UTC): " + "; ".join(f"{r['config']}: {runs(r)}" for r in rows) + ".", "",
             "MB read / token: the quantized weights as the model holds them (torchao's int8 data and "
             "scales, the int4 packed bytes and scale_and_zero; the embedding's rows of the batch; llama.cpp: "
             "the GGUF's tensors) plus the KV cache mid-generation (ours, inductor, eager: in the model's "
@@ -163,6 +164,31 @@ def write_readme(rows, table, host, readme=rd.README):
         rd.update_headline(PAGE, row, hs.kind(host), readme, link=f"]({rd.PAGES}/{ANCHOR})")
 
 
+def engine_order(config: str):
+    """The engines of a configuration's rows, in the table's order."""
+    quant = "int4" if " int4" in config else "int8"
+    return ["ours", "inductor", "eager"] + [f"llama.cpp {f}" for f in PEERS[quant]]
+
+
+def keep_other_engines(path, rows):
+    """`rows` with the results of the engines they did not run taken from
+    the saved row of the same host kind and configuration (so `--impls
+    llama.cpp` adds the peer to an earlier run's row); each result carries
+    the time of its own run ("run")."""
+    saved = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            saved = {row_key(r): r for r in json.load(f).get("rows", [])}
+    out = []
+    for row in rows:
+        results = dict(saved.get(row_key(row), {}).get("results", {}))
+        results.update({k: dict(v, run=row["run"]) for k, v in row["results"].items()})
+        names = engine_order(row["config"])
+        order = sorted(results, key=lambda k: names.index(k) if k in names else len(names))
+        out.append(dict(row, results={k: results[k] for k in order}))
+    return out
+
+
 def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quant", action="store_true", help="(the flag benchmarks.serve hands over)")
@@ -200,7 +226,7 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
                                       **{k: v for k, v in r.items() if k != "tokens"}}), flush=True)
         new.append(dict(row, run=rd.now(), host=host))
     order = [c.name for c in QUICK + FULL]
-    rows = rows_of(merge_rows(results, new, order)["rows"], hs.kind(host))
+    rows = rows_of(merge_rows(results, keep_other_engines(results, new), order)["rows"], hs.kind(host))
     table = markdown(rows, host) + "\n" + format_targets(evaluate(rows)) + "\n"
     print(table)
     with open(table_path, "w") as f:

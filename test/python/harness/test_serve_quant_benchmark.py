@@ -73,6 +73,23 @@ def test_targets_and_headline_from_rows():
     assert "| qwen2-0.5b int8 f32 B=1 P=128 | ours | 400 | 100.0 | 10.00 | 0.25 | 85 | yes |" in table
 
 
+def test_a_run_of_some_engines_keeps_the_others(tmp_path):
+    """`--impls llama.cpp` after a run of the others: the row has both, in
+    the table's order, each with its own run time."""
+    import json
+
+    path = str(tmp_path / "r.json")
+    first = dict(_row("qwen2-0.5b int8 f32 B=1 P=128", eager=OK, ours=OK), run="t1")
+    rows = sq.keep_other_engines(path, [first])
+    assert list(rows[0]["results"]) == ["ours", "eager"] and rows[0]["results"]["ours"]["run"] == "t1"
+    with open(path, "w") as f:
+        json.dump({"rows": rows}, f)
+    later = dict(_row("qwen2-0.5b int8 f32 B=1 P=128", **{"llama.cpp Q8_0": OK}), run="t2")
+    res = sq.keep_other_engines(path, [later])[0]["results"]
+    assert list(res) == ["ours", "eager", "llama.cpp Q8_0"]
+    assert res["eager"]["run"] == "t1" and res["llama.cpp Q8_0"]["run"] == "t2"
+
+
 def test_quick_run_end_to_end(tmp_path):
     """One tiny configuration, eager and ours, through the CLI's main: the
     rows, the results file, the table and the README writers (on copies).

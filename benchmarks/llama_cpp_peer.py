@@ -190,6 +190,28 @@ def _system_info() -> str:
     return (info.decode() if isinstance(info, bytes) else str(info)).strip()[:300]
 
 
+def run_for_serve(serve_cfg, reps, cache_dir, timeout, work=None):
+    """The F32 / BF16 peer of a row of the (unquantized) serving benchmark
+    (benchmarks/serve: a ServeConfig): its result, or {"error": ...} when
+    it cannot run (not installed, batch > 1, a layer count of its own)."""
+    import tempfile
+
+    from .child_process import run_json_child
+
+    why = available()
+    if why:
+        return {"error": "not run: " + why}
+    if serve_cfg.batch != 1:
+        return {"error": "not run: llama-cpp-python's Llama runs one sequence (batch 1)"}
+    model = "tiny" if serve_cfg.model == "tiny" else "qwen2-0.5b" if serve_cfg.layers == 24 else None
+    if model is None:
+        return {"error": f"not run: the llama.cpp peer has the 24-layer 0.5B shape only ({serve_cfg.layers} layers)"}
+    cfg = QuantServeConfig(model, "int8", 1, serve_cfg.prompt, serve_cfg.new_tokens, serve_cfg.dtype)
+    spec = dict(config=cfg.__dict__, format=serve_cfg.dtype.upper(), reps=reps,
+                work=work or os.path.join(tempfile.gettempdir(), "flex-bench-gguf"))
+    return run_json_child("benchmarks.llama_cpp_peer", spec, cache_dir, timeout)
+
+
 def main(spec):
     cfg = QuantServeConfig(**spec["config"])
     why = available()

@@ -49,10 +49,16 @@ PAGE, TITLE = "serving", "Serving benchmark"
 HEADLINE = ("qwen2 L=24 f32 B=1 P=128", "qwen2 L=24 bf16 B=1 P=128", "tiny f32 B=1 P=128")
 
 # ours-api-cached runs after ours-api, on the cache directory it filled.
-IMPLS = ("eager", "inductor", "inductor-static", "ours", "ours-static", "ours-api", "ours-api-cached")
+# llama.cpp: the F32 / BF16 GGUF of the same weights (benchmarks/llama_cpp_peer.py;
+# a "not run" row where llama_cpp is not installed, build_tools/install_llama_cpp.sh).
+IMPLS = ("eager", "inductor", "inductor-static", "ours", "ours-static", "ours-api", "ours-api-cached", "llama.cpp")
 
 
 def run_child(cfg, impl, reps, cache_dir, timeout):
+    if impl == "llama.cpp":
+        from ..llama_cpp_peer import run_for_serve
+
+        return run_for_serve(cfg, reps, cache_dir, timeout)
     if impl == "ours-api-cached":
         impl, reps = "ours-api", 1  # only its first token is new
     return run_json_child("benchmarks.serve.child", dict(config=cfg.__dict__, impl=impl, reps=reps),
@@ -119,7 +125,9 @@ def markdown(rows, host):
             "replaces its row.",
             "", "Reference tokens: the uncompiled model's (eager), else inductor's. eager is "
             "transformers' flex path without torch.compile (transformers may still compile "
-            "flex_attention itself with inductor: where that fails on this CPU the row says so)."]
+            "flex_attention itself with inductor: where that fails on this CPU the row says so). "
+            "llama.cpp: the same weights converted to an F32 / BF16 GGUF by llama.cpp's own converter "
+            "(benchmarks/llama_cpp_peer.py; batch 1; KV cache f16), where llama_cpp is installed."]
     return "\n".join(out) + "\n"
 
 

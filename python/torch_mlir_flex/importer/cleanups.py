@@ -133,10 +133,10 @@ CLEANUPS: Tuple[Cleanup, ...] = (
             "rewrites below"),
     Cleanup("rewrite_quantized_linears", _on_graph_module(rewrite_quantized_linears),
             "on the graph imported (after the re-trace, which unwraps torchao's weight "
-            "subclasses into their inner tensors and must not see our custom op): torchao's "
-            "int8 / int4 weight-only linears become torch_mlir_flex::quant_matmul, imported "
-            "opaque and outlined by the frontend, so the weights stay quantized; "
-            "quantized_linear.py"),
+            "subclasses into plain inner tensors; before it, our op would keep "
+            "decompositions_change_nothing from skipping it): torchao's int8 / int4 "
+            "weight-only linears become torch_mlir_flex::quant_matmul, imported opaque and "
+            "outlined by the frontend, so the weights stay quantized; quantized_linear.py"),
     Cleanup("scalar_captures_to_tensors", _on_graph_module(scalar_captures_to_tensors),
             "on the graph imported (after the re-trace): a SymInt a modifier captures becomes a "
             "0-d int64 tensor, passed like any captured tensor; scalar_captures.py"),

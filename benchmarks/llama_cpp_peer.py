@@ -14,8 +14,9 @@ token embedding / tied LM head) and Q4_0 with the embedding at Q4_0 too.
 
     python -m benchmarks.llama_cpp_peer '<json spec>'   # one format of one configuration: one JSON line
 
-Timing (one sequence: llama-cpp-python's Llama runs batch 1): time to first
-token = a warm `eval` of the prompt plus the argmax of its last logits;
+Timing (one sequence: llama-cpp-python's Llama runs batch 1; flash
+attention on, as llama.cpp's CLI has it by default): time to first token =
+a warm `eval` of the prompt plus the argmax of its last logits;
 decode = the median of single-token `eval`s (greedy), 32 new tokens a
 round. Bytes per token: the GGUF's tensors (the token embedding: only the
 batch's rows unless it is also the output matrix) + the f16 KV cache.
@@ -140,6 +141,7 @@ def gguf_bytes_per_token(path: str, cfg: QuantServeConfig) -> dict:
 def measure(cfg: QuantServeConfig, fmt: str, work: str, reps: int = 3, copy_reps: int = 3) -> dict:
     """One format's row: first_s (loading the GGUF and the first token),
     ttft_ms, ms_per_token, bandwidth_pct, tokens (benchmark batch 1 only)."""
+    import llama_cpp
     import numpy as np
     from llama_cpp import Llama
 
@@ -150,13 +152,16 @@ def measure(cfg: QuantServeConfig, fmt: str, work: str, reps: int = 3, copy_reps
     path = gguf_file(cfg, fmt, work)
     ids = prompt(cfg, hf_config(cfg).vocab_size)[0][0].tolist()
     t = time.perf_counter()
-    llm = Llama(model_path=path, n_ctx=cfg.prompt + cfg.new_tokens + 32, n_batch=cfg.prompt,
-                n_threads=os.cpu_count(), n_threads_batch=os.cpu_count(), verbose=False)
+    llm = _load(Llama, path, cfg)
+
+    def next_token():  # greedy, from the logits of the last evaluated position
+        ptr = llama_cpp.llama_get_logits_ith(llm.ctx, -1)
+        return int(np.argmax(np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),))))
 
     def first_token():
         llm.reset()
         llm.eval(ids)
-        return int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        return next_token()
 
     first_token()
     first = time.perf_counter() - t
@@ -171,7 +176,7 @@ def measure(cfg: QuantServeConfig, fmt: str, work: str, reps: int = 3, copy_reps
         for _ in range(cfg.new_tokens - 1):
             t = time.perf_counter()
             llm.eval([tok])
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            tok = next_token()
             times.append(time.perf_counter() - t)
             tokens.append(tok)
         steps += times
@@ -181,6 +186,17 @@ def measure(cfg: QuantServeConfig, fmt: str, work: str, reps: int = 3, copy_reps
                 bytes_per_token=nbytes["total"], weight_bytes=nbytes["weights"], kv_bytes=nbytes["kv"],
                 copy_gbs=statistics.median(copy), bandwidth_pct=statistics.median(share), tokens=[tokens],
                 system_info=_system_info())
+
+
+def _load(Llama, path, cfg):
+    """The model with flash attention on, as llama.cpp's own CLI chooses on
+    a CPU by default (llama-cpp-python leaves it off); threads: all cores."""
+    kw = dict(model_path=path, n_ctx=cfg.prompt + cfg.new_tokens + 32, n_batch=cfg.prompt,
+              n_threads=os.cpu_count(), n_threads_batch=os.cpu_count(), verbose=False)
+    try:
+        return Llama(**kw, flash_attn=True)
+    except TypeError:  # a version without the flag
+        return Llama(**kw)
 
 
 def _system_info() -> str:

@@ -157,7 +157,8 @@ def write_readme(rows, table, host, readme=rd.README):
     span = rd._section_span(text, SECTION)
     body = "" if span is None else text[span[0] + len(SECTION):span[1]]
     intro = ("`python -m benchmarks.serve --quant` (docs/quantization.md): greedy, 32 new tokens after a "
-             "128-token prompt, one process per engine; random weights from one seed in every engine.\n\n")
+             "prompt of P tokens (`--quick`'s tiny rows: 8), one process per engine; random weights from "
+             "one seed in every engine.\n\n")
     rd.replace_section(SECTION, rd.replace_kind_section(body, hs.kind(host), intro + table), path)
     row = headline(rows)
     if row:

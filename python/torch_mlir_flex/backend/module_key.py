@@ -105,11 +105,10 @@ def tensor_hash(t) -> str:
     quantized weight), of its type, flatten context and inner tensors."""
     import torch
 
-    from .subclass_state import flatten_context, inner_tensors, is_subclass
+    from .subclass_state import inner_tensors, is_subclass
 
     if is_subclass(t):
-        ctx = repr([(p, f"{c.__module__}.{c.__qualname__}", _stable_repr(x)) for p, c, x in flatten_context(t)])
-        h = hashlib.sha256(re.sub(r" at 0x[0-9a-f]+", "", ctx).encode())  # no object addresses
+        h = _context_digest(t)
         for path, inner in inner_tensors(t):
             h.update(f"\0{path} {inner.stride()} {tensor_hash(inner)}".encode())
         return h.hexdigest()[:24]
@@ -117,6 +116,41 @@ def tensor_hash(t) -> str:
     h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
     if t.numel():
         h.update(t.reshape(-1).view(torch.uint8).numpy().data)  # no copy of the bytes
+    return h.hexdigest()[:24]
+
+
+# (tensor identity, version counter) -> hash of a subclass parameter's inner
+# tensor, for the compiles of one process (hf.generator's prefill and
+# decode read the same weights: a 1.5B-parameter int8 model is 1.5 GB to
+# hash, about 1 s). In-place updates bump the version counter; a write it
+# does not see (through `.data`) can only make a hit where a miss was due,
+# which is harmless here: these tensors are runtime arguments of the
+# compiled code, their values not part of it (with weights_as_arguments
+# False they are literals, checked by value when loading, pre_export_cache.py).
+_INNER_HASHES = {}
+
+
+def _context_digest(t):
+    """A sha256 object fed with the subclass types and flatten contexts of `t`."""
+    from .subclass_state import flatten_context
+
+    ctx = repr([(p, f"{c.__module__}.{c.__qualname__}", _stable_repr(x)) for p, c, x in flatten_context(t)])
+    return hashlib.sha256(re.sub(r" at 0x[0-9a-f]+", "", ctx).encode())  # no object addresses
+
+
+def _quantized_hash(t) -> str:
+    """tensor_hash of a subclass parameter, its inner tensors' hashes kept per process."""
+    from .subclass_state import inner_tensors
+
+    h = _context_digest(t)
+    for path, inner in inner_tensors(t):
+        ident = (inner.data_ptr(), inner.storage_offset(), tuple(inner.shape), inner.stride(), inner.dtype,
+                 inner._version)
+        if ident not in _INNER_HASHES:
+            if len(_INNER_HASHES) > 4096:
+                _INNER_HASHES.clear()
+            _INNER_HASHES[ident] = tensor_hash(inner)
+        h.update(f"\0{path} {_INNER_HASHES[ident]}".encode())
     return h.hexdigest()[:24]
 
 
@@ -279,8 +313,10 @@ def module_key(model, example_args, dynamic_shapes, *extra):
                              inner.stride())
                     alias = first.setdefault(where, f"{name}.{path}" if path else name)
                     d.add(f" {path} {tuple(inner.shape)} {inner.stride()} {inner.dtype} ={alias}")
-                if kind == "b" or is_subclass(t):
+                if kind == "b":
                     d.add(tensor_hash(t))
+                elif is_subclass(t):
+                    d.add(_quantized_hash(t))
         for i, a in enumerate(example_args):
             if isinstance(a, torch.Tensor):
                 d.add(f"arg{i} {tuple(a.shape)} {a.stride()} {a.dtype} {a.device} {a.requires_grad}")

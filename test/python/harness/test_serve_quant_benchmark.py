@@ -73,6 +73,18 @@ def test_targets_and_headline_from_rows():
     assert "| qwen2-0.5b int8 f32 B=1 P=128 | ours | 400 | 100.0 | 10.00 | 0.25 | 85 | yes |" in table
 
 
+def test_llama_cpp_rows_not_run_say_why(tmp_path):
+    """llama.cpp (optional) at batch 4, or not installed: a "not run" row
+    with the reason, never an exception."""
+    from benchmarks.llama_cpp_peer import available
+
+    cfg = QuantServeConfig("tiny", "int4", batch=4, prompt=16, new_tokens=8)
+    assert sq.peer_names(cfg) == ["llama.cpp Q4_0", "llama.cpp Q4_0-emb4"]
+    r = sq.run_engine(cfg, "llama.cpp Q4_0", 1, str(tmp_path), 60, str(tmp_path))
+    assert r["error"].startswith("not run: ")
+    assert ("batch 1" in r["error"]) == (available() == "")
+
+
 def test_a_run_of_some_engines_keeps_the_others(tmp_path):
     """`--impls llama.cpp` after a run of the others: the row has both, in
     the table's order, each with its own run time."""

@@ -285,8 +285,7 @@ static void run(const char *fn, FlexQuantCall *c, int format, int x_bf16) {
   const int isa = chosen();
   float *copy = NULL, *xsum = NULL;
   c->x = f32_rows(c->x, c->M, c->K, c->xm, x_bf16, &copy, &c->xm);
-  if (!c->x)
-    {
+  if (!c->x) {
     reject(fn, "out of memory widening x");
     return;
   }
@@ -298,10 +297,8 @@ static void run(const char *fn, FlexQuantCall *c, int format, int x_bf16) {
     xsum = malloc((size_t)(c->M * groups) * sizeof(float));
     if (!xsum) {
       free(copy);
-      {
-    reject(fn, "out of memory for the group sums of x");
-    return;
-  }
+      reject(fn, "out of memory for the group sums of x");
+      return;
     }
     for (int64_t m = 0; m < c->M; ++m)
       for (int64_t g = 0; g < groups; ++g) {
@@ -328,8 +325,7 @@ void flex_quant_matmul_i8(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
                                  y_ptr, y_off, y_rs, flags);
   if (!bad && N > 1 && w_rs < K)
     bad = "row stride of the weight smaller than its row";
-  if (bad)
-    {
+  if (bad) {
     reject(fn, bad);
     return;
   }
@@ -338,8 +334,7 @@ void flex_quant_matmul_i8(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
   void *y = (char *)(intptr_t)y_ptr + y_off * (yb ? 2 : 4);
   if (M == 0 || N == 0)
     return;
-  if (K == 0)
-    {
+  if (K == 0) {
     zero_y(M, N, y, y_rs, yb);
     return;
   }
@@ -365,8 +360,7 @@ void flex_quant_matmul_i4(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
     bad = "group size not a positive divisor of K";
   else if (!bad && N % flex_quant_block_cols(layout) != 0)
     bad = "N not a multiple of the packing's column block (32, or 64 for layout 2)";
-  if (bad)
-    {
+  if (bad) {
     reject(fn, bad);
     return;
   }
@@ -375,8 +369,7 @@ void flex_quant_matmul_i4(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
   void *y = (char *)(intptr_t)y_ptr + y_off * (yb ? 2 : 4);
   if (M == 0 || N == 0)
     return;
-  if (K == 0)
-    {
+  if (K == 0) {
     zero_y(M, N, y, y_rs, yb);
     return;
   }

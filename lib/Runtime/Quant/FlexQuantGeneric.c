@@ -51,63 +51,73 @@ static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows, int64_t n0,
   }
 }
 
-/* The 4-bit value of column `col` (< BN) of a packed row of `layout`. */
-static inline int nibble(const uint8_t *row, int col, const int layout) {
-  int byte, high;
-  if (layout == 2)
-    byte = col & 31, high = col >= 32;
-  else if (layout == 1)
-    byte = col & 15, high = col >= 16;
-  else
-    byte = col >> 1, high = col & 1;
-  return high ? row[byte] >> 4 : row[byte] & 15;
+/* The 4-bit values of columns 16v .. 16v+15 of a packed row of `layout`
+   (layout, v constants where inlined: loops the compiler vectorizes). */
+__attribute__((always_inline)) static inline void
+nibbles(const uint8_t *restrict row, const int v, const int layout, float *restrict q) {
+  if (layout == 0) {
+    for (int i = 0; i < 8; ++i) {
+      q[2 * i] = (float)(row[8 * v + i] & 15);
+      q[2 * i + 1] = (float)(row[8 * v + i] >> 4);
+    }
+    return;
+  }
+  const uint8_t *from = row + (layout == 2 ? 16 * (v & 1) : 0);
+  const int shift = (layout == 2 ? v >= 2 : v == 1) ? 4 : 0;
+  for (int j = 0; j < 16; ++j)
+    q[j] = (float)((from[j] >> shift) & 15);
 }
 
+/* One packed block against R rows of x (R, layout constants). */
 __attribute__((always_inline)) static inline void
-i4_block(const FlexQuantCall *c, int64_t m0, int rows, int64_t block, const int layout) {
+i4_block(const FlexQuantCall *c, int64_t m0, const int R, int64_t block, const int layout) {
   enum { COLS = 16 };
   const int BN = layout == 2 ? 64 : 32;
-  const int64_t K = c->K, G = c->group, groups = K / G, N = c->N;
+  const int64_t K = c->K, G = c->group, groups = K / G, N = c->N, xm = c->xm;
   const int64_t n_base = block * BN;
   const uint8_t *base = c->w + block * K * (BN / 2);
+  const float *x = c->x + m0 * xm;
   float yacc[FLEX_QUANT_ROWS][64] = {{0}};
   for (int64_t g = 0; g < groups; ++g) {
-    for (int ch = 0; ch < BN / COLS; ++ch) {
+    for (int v = 0; v < BN / COLS; ++v) {
       float acc[FLEX_QUANT_ROWS][COLS] = {{0}};
       for (int64_t k = g * G; k < (g + 1) * G; ++k) {
-        const uint8_t *row = base + k * (BN / 2);
         float q[COLS];
-        for (int j = 0; j < COLS; ++j)
-          q[j] = (float)nibble(row, ch * COLS + j, layout);
-        for (int m = 0; m < rows; ++m) {
-          const float xv = c->x[(m0 + m) * c->xm + k];
+        nibbles(base + k * (BN / 2), v, layout, q);
+        for (int m = 0; m < R; ++m) {
+          const float xv = x[m * xm + k];
           for (int j = 0; j < COLS; ++j)
             acc[m][j] += xv * q[j];
         }
       }
       for (int j = 0; j < COLS; ++j) {
-        const int64_t at = (g * N + n_base + ch * COLS + j) * 2;
+        const int64_t at = (g * N + n_base + v * COLS + j) * 2;
         const float s = flex_quant_scale(c, at), z = flex_quant_scale(c, at + 1);
-        for (int m = 0; m < rows; ++m)
-          yacc[m][ch * COLS + j] +=
+        for (int m = 0; m < R; ++m)
+          yacc[m][v * COLS + j] +=
               s * acc[m][j] + (z - 8.0f * s) * c->xsum[(m0 + m) * groups + g];
       }
     }
   }
-  for (int m = 0; m < rows; ++m)
+  for (int m = 0; m < R; ++m)
     for (int j = 0; j < BN; ++j)
       flex_quant_store(c, m0 + m, n_base + j, yacc[m][j]);
 }
 
-static void i4_layout0(const FlexQuantCall *c, int64_t m0, int rows, int64_t b) {
-  i4_block(c, m0, rows, b, 0);
-}
-static void i4_layout1(const FlexQuantCall *c, int64_t m0, int rows, int64_t b) {
-  i4_block(c, m0, rows, b, 1);
-}
-static void i4_layout2(const FlexQuantCall *c, int64_t m0, int rows, int64_t b) {
-  i4_block(c, m0, rows, b, 2);
-}
+#define FLEX_I4_LAYOUT(L)                                                        \
+  static void i4_layout##L(const FlexQuantCall *c, int64_t m0, int rows,         \
+                           int64_t b) {                                          \
+    switch (rows) {                                                              \
+    case 1: i4_block(c, m0, 1, b, L); break;                                     \
+    case 2: i4_block(c, m0, 2, b, L); break;                                     \
+    case 3: i4_block(c, m0, 3, b, L); break;                                     \
+    default: i4_block(c, m0, 4, b, L); break;                                    \
+    }                                                                            \
+  }
+FLEX_I4_LAYOUT(0)
+FLEX_I4_LAYOUT(1)
+FLEX_I4_LAYOUT(2)
+#undef FLEX_I4_LAYOUT
 
 int flex_quant_install_generic(FlexQuantKernels *k) {
   k->i8 = i8_rows;

@@ -6,10 +6,10 @@ caches hold, as a decode step reads them), int8 with per-channel scales
 and int4 in this host's torch packing with group-32 scales and zeros,
 through flex_quant_matmul_i8 / _i4 of the built runtime, each ISA forced in
 turn, and torch's own int4 kernel (aten._weight_int4pack_mm_for_cpu) on the
-same bytes. Prints GB/s of quantized weight bytes read (scales and zeros not
-counted; best of `--repeat` rounds, the variants in turn in each), a
-tensor copy's GB/s (bytes read + written, as benchmarks/timing.py counts
-it) measured in the same run, and the host's CPU.
+same bytes. Prints GB/s of quantized weight bytes read (and with the scales
+and zeros counted too; best of `--repeat` rounds, the variants in turn in
+each), a tensor copy's GB/s (bytes read + written, as benchmarks/timing.py
+counts it) measured in the same run, and the host's CPU.
 
     PYTHONPATH=python python lib/Runtime/Quant/quant_bench.py [--threads 2] [--dtype f32]
 """
@@ -107,6 +107,7 @@ def main():
         for n, k in SHAPES:
             ws = weights(fmt, n, k, dtype)
             total = sum(w.numel() * w.element_size() for w, _ in ws)
+            scales = sum(s.numel() * s.element_size() for _, s in ws)
             x = torch.randn(1, k).to(dtype)
             y = torch.empty(1, n, dtype=dtype)
             variants = {isa: (lambda isa=isa: blas.set_runtime_isa(isa),
@@ -124,7 +125,8 @@ def main():
             blas.set_runtime_isa(None)
             for name, t in best.items():
                 print(f"{fmt:4s} {n:5d}x{k:<5d} {name:8s} {total / t / 1e9:6.1f} GB/s "
-                      f"{t / LAYERS * 1e6:7.1f} us/product ({total / 1e6:.0f} MB)", flush=True)
+                      f"({(total + scales) / t / 1e9:5.1f} with scales) {t / LAYERS * 1e6:7.1f} "
+                      f"us/product ({total / 1e6:.0f} MB)", flush=True)
             del ws
     return 0
 

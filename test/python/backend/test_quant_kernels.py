@@ -231,6 +231,21 @@ def test_int4(isa, M, dtype, layout, shape):
         _check(got, theirs.double(), 2 * bound, "vs torch")
 
 
+# A Qwen2-0.5B down projection (K = 4864: 152 groups of 32), on threads.
+@pytest.mark.parametrize("M", [1, 17])
+@pytest.mark.parametrize("isa", HOST_ISAS)
+def test_model_shape(isa, M):
+    x, q, sz, exact, bound = _int4_case(M, 896, 4864, 32, torch.bfloat16, torch.bfloat16, M)
+    got = _counting(isa, "int4_cpu", lambda: run_i4(x, pack_int4(q, HOST_LAYOUT), sz, 32, HOST_LAYOUT))
+    _check(got, exact, bound, "int4 vs exact")
+    q8 = (q * 16 - 128).to(torch.int8)
+    s = sz[0, :, 0].contiguous()
+    got = _counting(isa, "int8", lambda: run_i8(x, q8, s))
+    exact = (x.double() @ q8.double().T) * s.double()
+    _check(got, exact, _bound(exact, (x.double().abs() @ q8.double().abs().T) * s.double(), 4864,
+                              torch.bfloat16), "int8 vs exact")
+
+
 def test_variants_agree():
     # The same products on every variant, apart by no more than the bound.
     x, q, sz, exact, bound = _int4_case(5, 192, 384, 32, torch.float32, torch.float32, 3)

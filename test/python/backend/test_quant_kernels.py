@@ -299,3 +299,18 @@ def test_counter_errors():
         blas.quant_products(fmt="int3")
     with pytest.raises(FlexBackendError, match="unknown runtime ISA 'sse9'"):
         blas.quant_products(isa="sse9")
+
+
+def test_environment_caps_the_quant_kernels():
+    # TORCH_MLIR_FLEX_RUNTIME_ISA, the GEMV kernels' switch, caps these too.
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"), TORCH_MLIR_FLEX_RUNTIME_ISA="generic")
+    env.pop("TORCH_MLIR_FLEX_ISA", None)
+    proc = subprocess.run([sys.executable, "-c", "from torch_mlir_flex.backend import blas; "
+                           "print('KERNEL', blas.quant_kernel())"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "KERNEL generic" in proc.stdout

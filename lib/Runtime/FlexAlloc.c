@@ -14,9 +14,19 @@
  * Every block carries a header before the pointer returned, so free knows
  * its size; pointers are aligned to at least 64 bytes.
  *
+ * The compiled code does not test what it gets: a failed allocation is a
+ * write through NULL. When malloc fails, the kept blocks are given back and
+ * it is tried once more; failing again, the size is written to stderr
+ * before NULL is returned (the process then dies of SIGSEGV, but says why).
+ * Temporaries larger than the process can have are refused before the call
+ * (python/torch_mlir_flex/backend/shapes.py): a FlexMemoryError naming
+ * their shape.
+ *
  *===----------------------------------------------------------------------===*/
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,17 +115,29 @@ static void keep(void *base, uint64_t bytes) {
     free(evicted[i]);
 }
 
+void flex_runtime_release_memory(void);
+
 static void *allocate(uint64_t size, uint64_t alignment) {
   if (alignment < HEADER)
     alignment = HEADER;
   uint64_t bytes = size + alignment + HEADER;
   if (bytes >= KEEP_MIN_BYTES) /* page multiples: more sizes match */
     bytes = (bytes + 4095) & ~(uint64_t)4095;
-  void *base = bytes >= KEEP_MIN_BYTES ? take(bytes) : NULL;
-  if (!base)
+  int wrapped = bytes <= size; /* a size near 2^64 (garbage) */
+  void *base = !wrapped && bytes >= KEEP_MIN_BYTES ? take(bytes) : NULL;
+  if (!base && !wrapped)
     base = malloc(bytes);
-  if (!base)
+  if (!base && !wrapped) {
+    flex_runtime_release_memory();
+    base = malloc(bytes);
+  }
+  if (!base) {
+    fprintf(stderr,
+            "torch_mlir_flex runtime: cannot allocate %" PRIu64
+            " bytes (%.1f GB)\n",
+            size, (double)size / 1e9);
     return NULL;
+  }
   uintptr_t p = ((uintptr_t)base + HEADER + alignment - 1) & ~(uintptr_t)(alignment - 1);
   Header h = {base, bytes, MAGIC};
   memcpy((char *)p - sizeof(Header), &h, sizeof(Header));

@@ -25,7 +25,7 @@ from typing import Any, Optional, Sequence
 
 from .. import _load_order  # noqa: F401  (our LLVM first)
 from .block_mask_args import flatten_block_masks
-from .errors import FlexBackendError, FlexCompileError
+from .errors import FlexBackendError, FlexCompileError, FlexMemoryError
 from .jit import JitFunction
 from ..log import get_logger, timed
 from .pipelines import DEFAULT_BACKEND
@@ -231,6 +231,8 @@ def jit(flex_text: str, func_name: str = "main", backend: str = DEFAULT_BACKEND,
     try:
         return JitFunction(flex_text, func_name, pipeline=backend, arg_names=arg_names,
                            shape_checks=shape_checks, opt_level=opt_level, in_place=in_place)
+    except FlexMemoryError:
+        raise  # a FlexCompileError already, and a MemoryError (shapes.py)
     except FlexBackendError as e:
         raise FlexCompileError("lower", str(e)) from e
 

@@ -3,8 +3,9 @@ and the package root can use them without import cycles).
 
 FlexBackendError
 └── FlexCompileError          .stage: export/import/frontend/materialize/lower/call
-    └── FlexRuntimeError      a check inside the compiled code failed (stage 'call')
-        └── FlexIndexError    ... an index check (also an IndexError)
+    ├── FlexRuntimeError      a check inside the compiled code failed (stage 'call')
+    │   └── FlexIndexError    ... an index check (also an IndexError)
+    └── FlexMemoryError       a tensor larger than the host's memory (also a MemoryError)
 """
 
 
@@ -32,3 +33,9 @@ class FlexRuntimeError(FlexCompileError):
 
 class FlexIndexError(FlexRuntimeError, IndexError):
     """A runtime index check failed (the message starts with "index")."""
+
+
+class FlexMemoryError(FlexCompileError, MemoryError):
+    """A tensor the compiled code would allocate is larger than this host's
+    memory (shapes.py): raised when compiling (static shape) or before the
+    call (from the call's sizes); the message names its shape and bytes."""

@@ -13,12 +13,23 @@ flex.attention verifier: equal batch/heads/lengths, GQA divisibility, output
 shapes) and, for `compile()`, from the ExportedProgram (dims sharing a
 symbol are equal, symbol ranges). Each failure raises
 FlexCompileError('call', ...) naming the argument, the dim and both sizes.
+
+The same probe sizes the function's temporaries (every `tensor.empty` /
+`bufferization.alloc_tensor`): one larger than this host's memory cannot
+be allocated, and the compiled code does not check its allocations (a
+failed malloc is a write through NULL, a segfault). Such a temporary is a
+FlexMemoryError naming its shape and size: when compiling, if its shape is
+static; before the call, from the call's sizes, if not. (SDPA decomposed
+to a matmul over transformers' continuous-batching warmup materialised
+1x4x8192x446720 f32 scores, 58.5 GB, where torch's CPU flash kernel
+tiles.)
 """
 
+import os
 import re
 from ..mlir import ir, passmanager
 from .calling import find_func, function_type
-from .errors import FlexBackendError, FlexCompileError
+from .errors import FlexBackendError, FlexCompileError, FlexMemoryError
 
 # scf-for-loop-canonicalization: tensor.dim of an scf.for result (or iter
 # arg) -> tensor.dim of its init when the loop keeps the shape (the loops of
@@ -47,7 +58,61 @@ def _remsi(a, b):
     return a - b * _divsi(a, b)
 
 
-_NAMESPACE = {"_divsi": _divsi, "_remsi": _remsi, "FlexCompileError": FlexCompileError}
+_NAMESPACE = {"_divsi": _divsi, "_remsi": _remsi, "FlexCompileError": FlexCompileError,
+              "FlexMemoryError": FlexMemoryError, "_gb": lambda n: f"{n / 1e9:.1f} GB"}
+# Ops that allocate a tensor the compiled code holds (a temporary).
+_ALLOCATING = ("tensor.empty", "bufferization.alloc_tensor")
+
+
+def memory_limit_bytes() -> int:
+    """The largest block this process could ever back: the host's RAM plus
+    swap (/proc/meminfo; else its physical pages), or less when a cgroup
+    (a container) or RLIMIT_AS caps the process."""
+    total = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("MemTotal", "SwapTotal"):
+                    total += int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        total = 0
+    if total <= 0:
+        try:
+            total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            total = 1 << 62
+    caps = [total]
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                caps.append(int(f.read().split()[0]))  # "max" (no cap): ValueError
+        except (OSError, ValueError, IndexError):
+            pass
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            caps.append(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(caps)
+
+
+def _element_bytes(t):
+    """Bytes of one element of the tensor type `t` in memory, or None."""
+    e = t.element_type
+    if isinstance(e, ir.IndexType):
+        return 8
+    width = getattr(e, "width", None)
+    return max(1, (width + 7) // 8) if isinstance(width, int) else None
+
+
+def _too_large_message(shape_text: str, dtype: str, nbytes_text: str, gb_text: str, limit: int) -> str:
+    return (f"a temporary tensor of shape [{shape_text}] {dtype} ({nbytes_text} bytes, {gb_text}) is larger "
+            f"than the memory this process can have ({limit} bytes, {limit / 1e9:.1f} GB: RAM and swap, "
+            "or a cgroup / RLIMIT_AS cap): it cannot be allocated")
 
 
 def uses_of(src: str):
@@ -187,12 +252,13 @@ class DimChecks:
     def __len__(self):
         return len(self._lines)
 
-    def add(self, cond: str, message: str):
-        """`cond`: code over `s` true when fine; `message`: f-string body."""
+    def add(self, cond: str, message: str, error: str = "FlexCompileError"):
+        """`cond`: code over `s` true when fine; `message`: f-string body;
+        `error`: the exception class raised (a name of _NAMESPACE)."""
         if cond not in self._seen:
             self._seen.add(cond)
             self._conds.append(cond)
-            self._lines.append(f"    if not ({cond}):\n        raise FlexCompileError('call', f{message!r})")
+            self._lines.append(f"    if not ({cond}):\n        raise {error}('call', f{message!r})")
 
     def equal(self, a: Dim, b: Dim, why: str, or_one: bool = False):
         if a.code == b.code or (a.is_const and b.is_const):
@@ -221,6 +287,30 @@ class DimChecks:
         return ns["check"]
 
 
+def _walk(op):
+    """The operations nested in `op`, in order."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                yield child.operation
+                yield from _walk(child.operation)
+
+
+def _temporaries(func):
+    """The ranked tensors `func` allocates ("tensor.empty", an alloc_tensor
+    that is not a copy), as [(result value, type)] in walk order."""
+    temps = []
+    for op in _walk(func.operation):
+        if op.name not in _ALLOCATING or len(op.results) != 1:
+            continue
+        if op.name == "bufferization.alloc_tensor" and _alloc_tensor_copy(op) is not None:
+            continue
+        t = op.results[0].type
+        if isinstance(t, ir.RankedTensorType):
+            temps.append((op.results[0], ir.RankedTensorType(t)))
+    return temps
+
+
 def _probe_requests(func, results):
     """[(key, tensor value, dim)] whose sizes the probe returns."""
     blocks = func.regions[0].blocks
@@ -231,6 +321,13 @@ def _probe_requests(func, results):
         for j, d in enumerate(t.shape):
             if d == ir.ShapedType.get_dynamic_size():
                 reqs.append((("result", i, j), ret.operands[i], j))
+    for n, (v, t) in enumerate(_temporaries(func)):
+        # (only those of the entry block dominate the return the probe adds)
+        in_entry = v.owner.operation.parent.operation == func.operation
+        if in_entry and not t.has_static_shape and _element_bytes(t) is not None:
+            for j, d in enumerate(t.shape):
+                if d == ir.ShapedType.get_dynamic_size():
+                    reqs.append((("temp", n, j), v, j))
     n = 0
     for op in entry.operations:
         if op.operation.name != "flex.attention":
@@ -298,6 +395,34 @@ class ShapeProgram:
         self.checks = DimChecks()
         for n, a in attrs.items():
             self._flex_rules(n, codes, a, arg_labels)
+        self._temporary_sizes(find_func(module, func_name), codes, func_name)
+
+    def _temporary_sizes(self, func, codes, func_name):
+        """FlexMemoryError now for a static temporary larger than the host's
+        memory; a check before each call for a dynamic one."""
+        limit = memory_limit_bytes()
+        dyn = ir.ShapedType.get_dynamic_size()
+        for n, (_, t) in enumerate(_temporaries(func)):
+            elt = _element_bytes(t)
+            if elt is None:
+                continue
+            if t.has_static_shape:
+                nbytes = elt
+                for d in t.shape:
+                    nbytes *= d
+                if nbytes > limit:
+                    shape = "x".join(str(d) for d in t.shape)
+                    raise FlexMemoryError("lower", f"@{func_name}: " + _too_large_message(
+                        shape, str(t.element_type), str(nbytes), f"{nbytes / 1e9:.1f} GB", limit))
+                continue
+            dims = [str(d) if d != dyn else codes.get(("temp", n, j)) for j, d in enumerate(t.shape)]
+            if any(d is None for d in dims):
+                continue  # a size the probe cannot tie to the inputs (data, a loop)
+            nbytes = "(" + " * ".join(dims + [str(elt)]) + ")"
+            shape = "x".join(d if d.lstrip("-").isdigit() else "{" + d + "}" for d in dims)
+            self.checks.add(f"{nbytes} <= {limit}", f"@{func_name}: " + _too_large_message(
+                shape, str(t.element_type), "{" + nbytes + "}", "{_gb(" + nbytes + ")}", limit),
+                error="FlexMemoryError")
 
     def _out_shape_function(self, codes, func_name):
         parts = []

@@ -1,0 +1,99 @@
+"""A compiled call never dies of a temporary too large to allocate (#43).
+
+transformers' continuous batching (`generate_batch` with the default
+ContinuousBatchingConfig) warms up its compiled forward with 8192 query
+tokens over a 446720-token cache: SDPA with a 1x1x8192x446720 f32 mask,
+which torch's CPU flash kernel tiles, but which our pipeline lowers through
+torch's math decomposition, materialising the 1x4x8192x446720 f32 scores
+(58.5 GB). The compiled code does not test its allocations, so the failed
+malloc was a write through NULL: the process died of SIGSEGV. Now such a
+temporary is refused with a FlexMemoryError (a MemoryError and a
+RuntimeError) naming its shape and bytes: when compiling when it is static,
+before the call (nothing allocated) when its size comes from the call's
+sizes. Sizes are derived from this host's limit, so the test means the same
+on any host; the huge inputs are `torch.empty`, never touched.
+
+Each case runs in a subprocess, so that a crash fails the test instead of
+killing pytest.
+"""
+
+import pytest
+
+from .helpers import died_by_signal, require_compile, run_python
+
+# The SDPA of transformers' attention (GQA by repeat, an additive float
+# mask), as Dynamo captured it in the continuous-batching warmup.
+_PRELUDE = """
+import math, sys
+import torch_mlir_flex
+import torch
+import torch.nn.functional as F
+from torch_mlir_flex.backend.errors import FlexMemoryError
+from torch_mlir_flex.backend.shapes import memory_limit_bytes
+
+class Attention(torch.nn.Module):
+    def forward(self, q, mask, k, v):
+        k = k[:, :, None].expand(1, 2, 2, k.shape[2], 16).reshape(1, 4, k.shape[2], 16)
+        v = v[:, :, None].expand(1, 2, 2, v.shape[2], 16).reshape(1, 4, v.shape[2], 16)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.25)
+
+def inputs(m, n, big=False):
+    g = torch.Generator().manual_seed(0)
+    if big:  # never touched: no page of it is ever backed
+        return (torch.empty(1, 4, m, 16), torch.empty(1, 1, m, n), torch.empty(1, 2, n, 16),
+                torch.empty(1, 2, n, 16))
+    return (torch.randn(1, 4, m, 16, generator=g), torch.randn(1, 1, m, n, generator=g),
+            torch.randn(1, 2, n, 16, generator=g), torch.randn(1, 2, n, 16, generator=g))
+
+# Keys such that the 1x4xMxN f32 scores are 1.25 x what this process can have.
+M = 8192
+N = math.ceil(1.25 * memory_limit_bytes() / (4 * M * 4))
+"""
+
+
+def _run(body: str):
+    r = run_python(_PRELUDE + body, timeout=600)
+    assert not died_by_signal(r.returncode), \
+        f"the process died of a signal ({r.returncode}):\n{r.stdout}\n{r.stderr[-4000:]}"
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr[-4000:]}"
+    return r.stdout
+
+
+def test_static_temporary_too_large_is_refused_when_compiling():
+    require_compile()
+    out = _run("""
+args = inputs(M, N, big=True)
+try:
+    torch_mlir_flex.compile(Attention(), args)
+except FlexMemoryError as e:
+    assert isinstance(e, MemoryError) and isinstance(e, RuntimeError)
+    print("REFUSED", e)
+else:
+    sys.exit("compiled a program whose temporaries cannot be allocated")
+""")
+    assert "REFUSED" in out
+    assert "8192x" in out and "f32" in out and "bytes" in out, out
+
+
+def test_dynamic_temporary_too_large_is_refused_before_the_call():
+    require_compile()
+    out = _run("""
+from torch.export import Dim
+q, mask, k, v = inputs(64, 96)
+m, n = Dim("m", min=2), Dim("n", min=2)
+fn = torch_mlir_flex.compile(Attention(), (q, mask, k, v), dynamic_shapes=(
+    {2: m}, {2: m, 3: n}, {2: n}, {2: n}))
+torch.testing.assert_close(fn(q, mask, k, v), Attention()(q, mask, k, v), rtol=1e-4, atol=1e-5)
+try:
+    fn(*inputs(M, N, big=True))
+except FlexMemoryError as e:
+    assert isinstance(e, MemoryError) and isinstance(e, RuntimeError)
+    print("REFUSED", e)
+else:
+    sys.exit("called a program whose temporaries cannot be allocated")
+# The function still works after the refusal.
+torch.testing.assert_close(fn(q, mask, k, v), Attention()(q, mask, k, v), rtol=1e-4, atol=1e-5)
+print("OK")
+""")
+    assert "REFUSED" in out and "OK" in out
+    assert "8192x" in out and "bytes" in out and "GB" in out, out

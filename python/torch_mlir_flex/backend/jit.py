@@ -288,6 +288,8 @@ class JitFunction:
                 if a is None:
                     raise FlexCompileError("call", f"{self.arg_labels[i]}: expected a torch.Tensor, "
                                                    f"got {type(args[i - nb]).__name__}")
+            if a.dtype == torch.uint8 and self._in_dtypes[i] == torch.int8:
+                a = a.view(torch.int8)  # signless i8: the same bytes (int4-packed weights), no copy
             if a.dtype != self._in_dtypes[i]:
                 raise FlexCompileError("call", f"{self.arg_labels[i]}: expected dtype {self._in_dtypes[i]}, "
                                                f"got {a.dtype}")

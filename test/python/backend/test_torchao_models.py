@@ -60,13 +60,16 @@ LM = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_la
 
 
 def _config(name):
+    from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig
     from torchao.quantization import Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig
 
-    return {"int8": Int8WeightOnlyConfig, "int8_dyn": Int8DynamicActivationInt8WeightConfig}[name]()
+    return {"int8": Int8WeightOnlyConfig, "int8_dyn": Int8DynamicActivationInt8WeightConfig,
+            "int4": lambda: PrototypeInt4WeightOnlyConfig(group_size=32)}[name]()
 
 
 TOLERANCE = {("int8", torch.float32): 1e-4, ("int8", torch.bfloat16): 0.1,
-             ("int8_dyn", torch.float32): 0.1, ("int8_dyn", torch.bfloat16): 0.1}
+             ("int8_dyn", torch.float32): 0.1, ("int8_dyn", torch.bfloat16): 0.1,
+             ("int4", torch.float32): 1e-4, ("int4", torch.bfloat16): 0.1}
 CASES = [pytest.param(c, d, id=f"{c}-{str(d).split('.')[-1]}") for c, d in TOLERANCE]
 
 
@@ -88,8 +91,11 @@ def _lm(config, dtype):
     import transformers
 
     cls = transformers.Qwen2Config if dtype == torch.float32 else transformers.LlamaConfig
+    # int4: no GQA, so that every projection's N (k/v: heads x 16) is a
+    # multiple of the packing's column block (64 with torch's AVX-512 kernels).
+    kw = dict(LM, num_key_value_heads=4) if config == "int4" else LM
     torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(cls(**LM), attn_implementation="flex_attention",
+    model = transformers.AutoModelForCausalLM.from_config(cls(**kw), attn_implementation="flex_attention",
                                                           dtype=dtype).eval()
     return _quantized(model, config)
 
@@ -219,7 +225,7 @@ def test_lm_generator_tokens(config, dtype, arguments):
     _check_quantized_arguments(model, arguments)
 
 
-@pytest.mark.parametrize("config", ["int8", "int8_dyn"])
+@pytest.mark.parametrize("config", ["int8", "int8_dyn", "int4"])
 def test_changed_qdata_is_a_cache_miss(config, cache_dir):
     m = _mlp(config, torch.float32)
     x = torch.randn(4, 64)
@@ -227,7 +233,8 @@ def test_changed_qdata_is_a_cache_miss(config, cache_dir):
     torch_mlir_flex.compile(m, (x,))
     assert cache.stats["export_skipped"] == 1  # the same model again: a hit
     with torch.no_grad():
-        m[0].weight.qdata.neg_()
+        qdata = m[0].weight.qdata
+        qdata.copy_(qdata.flip(0))  # rows reversed: other values, same layout
         want = m(x)
     # The function compiled before reads the model's qdata: the new values.
     _close(fn(x), want, config, torch.float32)

@@ -32,6 +32,7 @@ from .pipelines import DEFAULT_BACKEND
 from .report import log_flash_choices
 
 MATERIALIZE_PASS = "flex-materialize"
+MATERIALIZE_QUANT_PASS = "flex-materialize-quant-matmul"
 log = get_logger("compile")
 # The textual pipeline that `loops_ir` truncates (see `pipeline_until`).
 LOOPS_STOP_BEFORE = "convert-scf-to-cf"
@@ -149,7 +150,8 @@ def _run_pipeline(module, pipeline: str, stage: str, unshare_in=None):
 
 
 def has_outlined_flex_calls(text: str) -> bool:
-    return "@__flex_attention_" in text or "@__flex_backward_" in text
+    return ("@__flex_attention_" in text or "@__flex_backward_" in text
+            or "@__flex_quant_matmul_" in text)
 
 
 @timed("materialize", dump="flex")
@@ -166,7 +168,10 @@ def materialize(linalg_text: str) -> str:
             "materialize",
             f"the '{MATERIALIZE_PASS}' pass is not registered in this build of "
             "torch_mlir_flex.mlir (rebuild the bindings)")
-    _run_pipeline(module, f"builtin.module({MATERIALIZE_PASS})", "materialize")
+    # The quantized matmuls right after (the pipelines' first stage runs it
+    # again, finding nothing): the shape probe of JitFunction sees the ops.
+    _run_pipeline(module, f"builtin.module({MATERIALIZE_PASS},{MATERIALIZE_QUANT_PASS})",
+                  "materialize")
     return str(module)
 
 

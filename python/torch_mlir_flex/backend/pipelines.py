@@ -170,8 +170,14 @@ TO_LLVM_STAGES = (
 
 # Scalar reference: bufferize, flex.attention -> loops, linalg -> loops.
 REFERENCE_STAGES = (
+    Stage("materialize-quant-matmul", "flex-materialize-quant-matmul",
+          "first: outlined @__flex_quant_matmul_N calls as flex.quant_matmul (compile.py's "
+          "materialize runs it right after flex-materialize; here for IR that skipped it)"),
     Stage("insert-checks", "flex-insert-checks",
-          "first, on tensors: guard data-dependent reads, record cf.assert (runtime checks)"),
+          "on tensors: guard data-dependent reads, record cf.assert (runtime checks)"),
+    Stage("quant-matmul-to-linalg", "func.func(flex-quant-matmul-to-linalg)",
+          "flex.quant_matmul as a dequantizing linalg.generic, before generalize and "
+          "bufferization (after insert-checks: its in-bounds byte reads need no guard)"),
     Stage("generalize", "func.func(linalg-generalize-named-ops)",
           "named linalg ops as linalg.generic, the one form the reference lowers"),
     Stage("bufferize", BUFFERIZE,
@@ -222,8 +228,11 @@ def _foralls_to_openmp(o: LoweringOptions) -> str:
 
 # Flash-style tiled lowering (`tiled_pipeline`, which documents the options).
 TILED_STAGES = (
+    Stage("materialize-quant-matmul", "flex-materialize-quant-matmul",
+          "first: outlined @__flex_quant_matmul_N calls as flex.quant_matmul (compile.py's "
+          "materialize runs it right after flex-materialize; here for IR that skipped it)"),
     Stage("insert-checks", "flex-insert-checks",
-          "first, on tensors: guard data-dependent reads, record cf.assert (runtime checks)"),
+          "on tensors: guard data-dependent reads, record cf.assert (runtime checks)"),
     Stage("widen-reductions", "func.func(flex-widen-reductions)",
           "bf16/f16 sums (norms) accumulate in f32, as eager's do"),
     Stage("fold-matmul-operands", "func.func(flex-fold-matmul-operands)",
@@ -254,6 +263,9 @@ TILED_STAGES = (
     Stage("matmul-to-blas", "flex-matmul-to-blas",
           "blas: matmuls as BLAS calls; after deallocation, as the calls take raw pointers",
           when=lambda o: o.blas),
+    Stage("quant-matmul-to-calls", "flex-quant-matmul-to-calls",
+          "flex.quant_matmul (bufferized as it is) as calls of the runtime's fused quantized "
+          "kernels; after deallocation (raw pointers), before copies-to-linalg (its copies)"),
     Stage("copies-to-linalg", "func.func(flex-copies-to-linalg)",
           "memref.copy of strided views would call the runtime library's memrefCopy"),
     Stage("simplify-buffers", "cse,canonicalize", "clean up after bufferization"),

@@ -1,12 +1,13 @@
 //===- BufferizableOpInterfaceImpl.cpp - bufferization of flex ops -------===//
 //
-// Destination-passing bufferization of flex.attention and
-// flex.attention_backward: each init (output, logsumexp, max_scores; the
-// gradients) aliases its result; every other shaped operand (inputs,
-// captures, block tensors) is read.
-// flex.attention writes its inits before reading them, so they need no copy
-// of their initial contents; flex.attention_backward accumulates into its
-// inits, which are therefore also read.
+// Destination-passing bufferization of flex.attention,
+// flex.attention_backward and flex.quant_matmul: each init (output,
+// logsumexp, max_scores; the gradients) aliases its result; every other
+// shaped operand (inputs, captures, block tensors, weights) is read.
+// flex.attention and flex.quant_matmul write their inits before reading
+// them (if ever), so they need no copy of their initial contents;
+// flex.attention_backward accumulates into its inits, which are therefore
+// also read.
 // Region bodies are moved unchanged: their tensor.extract of captures are
 // bufferized by One-Shot Bufferize like any other op.
 //
@@ -90,5 +91,7 @@ void mlir::flex::registerBufferizableOpInterfaceExternalModels(
         DpsOpBufferization<AttentionOp, /*readsInits=*/false>>(*ctx);
     AttentionBackwardOp::attachInterface<
         DpsOpBufferization<AttentionBackwardOp, /*readsInits=*/true>>(*ctx);
+    QuantMatmulOp::attachInterface<
+        DpsOpBufferization<QuantMatmulOp, /*readsInits=*/false>>(*ctx);
   });
 }

@@ -1,7 +1,8 @@
 //===- FlexOps.td - flex dialect operations ----------------*- tablegen -*-===//
 //
 // flex.attention, flex.online_attention, flex.attention_backward
-// (FlexBackwardOps.td) and their region terminator.
+// (FlexBackwardOps.td), their region terminator, flex.check and
+// flex.quant_matmul (FlexQuantOps.td).
 //
 //===----------------------------------------------------------------------===//
 
@@ -438,6 +439,7 @@ def Flex_OnlineAttentionOp : Flex_Op<"online_attention", [
 }
 
 include "torch-mlir-flex/Dialect/Flex/IR/FlexBackwardOps.td"
+include "torch-mlir-flex/Dialect/Flex/IR/FlexQuantOps.td"
 
 def Flex_YieldOp : Flex_Op<"yield", [Pure, Terminator,
     ReturnLike, ParentOneOf<["::mlir::flex::AttentionOp",

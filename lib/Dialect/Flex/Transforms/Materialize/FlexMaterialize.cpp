@@ -78,6 +78,10 @@ struct FlexMaterializePass
 } // namespace
 
 static bool isFlexDeclaration(func::FuncOp fn) {
+  // Quantized matmuls: flex-materialize-quant-matmul's.
+  if (fn.getSymName().starts_with("__flex_quant_matmul_") ||
+      fn->hasAttr("flex.quant.format"))
+    return false;
   if (fn.getSymName().starts_with(kForwardPrefix) ||
       fn.getSymName().starts_with(kBackwardPrefix))
     return true;

@@ -198,4 +198,42 @@ def FlexWidenReductions : Pass<"flex-widen-reductions", "func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FlexQuantMatmulToCalls : Pass<"flex-quant-matmul-to-calls", "ModuleOp"> {
+  let summary = "Bufferized flex.quant_matmul -> calls of the runtime's fused quantized kernels";
+  let description = [{
+    Replaces each `flex.quant_matmul` on memrefs by a call of
+    `flex_quant_matmul_i8` (format int8) or `flex_quant_matmul_i4`
+    (int4_cpu) of lib/Runtime/Quant/, every argument an `index`:
+
+    ```
+    i8: (M, N, K, x_ptr, x_off, x_rs, w_ptr, w_off, w_rs, s_ptr, s_off,
+         y_ptr, y_off, y_rs, flags)
+    i4: (M, N, K, x_ptr, x_off, x_rs, w_ptr, w_off, sz_ptr, sz_off,
+         y_ptr, y_off, y_rs, group_size, layout, flags)
+    ```
+
+    Pointers are the memrefs' aligned pointers, offsets and row strides in
+    elements; `flags` bit 1: x is bf16, 2: y is bf16, 4: the scales are
+    bf16. The kernels read rows with unit stride: an `x`, int8 `w` or `y`
+    whose innermost stride is not statically 1, and int8 scales, int4
+    packed weights or scale_and_zero that are not statically contiguous,
+    are copied into a contiguous buffer first (`y` after the call, back
+    into the destination); the copies are freed after the call. Runs after
+    deallocation (the call takes raw pointers), before
+    flex-copies-to-linalg (which lowers those copies).
+
+    ```mlir
+    flex.quant_matmul {format = "int8", group_size = 0 : i64, layout = 0 : i64}
+        ins(%x, %w, %s : memref<?x64xf32>, memref<32x64xi8>, memref<32xf32>)
+        outs(%y : memref<?x32xf32>)
+    ==>
+    call @flex_quant_matmul_i8(%m, %c32, %c64, %px, %ox, %c64, %pw, %ow, %c64,
+        %ps, %os, %py, %oy, %c32, %c0) : (index, ...) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_DENSE_PASSES

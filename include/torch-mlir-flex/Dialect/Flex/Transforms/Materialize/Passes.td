@@ -42,4 +42,29 @@ def FlexMaterialize : Pass<"flex-materialize", "ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FlexMaterializeQuantMatmul
+    : Pass<"flex-materialize-quant-matmul", "ModuleOp"> {
+  let summary = "Rewrite the frontend's outlined quantized matmul calls into flex.quant_matmul";
+  let description = [{
+    Replaces each `func.call @__flex_quant_matmul_N(x, w, scales)` (a
+    declaration with `flex.quant.format`, `flex.quant.group_size` and
+    `flex.quant.layout`; python/torch_mlir_flex/frontend/) by a
+    `flex.quant_matmul` with those attributes writing into a `tensor.empty`
+    of the call's result type. Declarations left without calls are
+    erased. Missing attributes and operands the op rejects are errors on
+    the call.
+
+    ```mlir
+    %y = call @__flex_quant_matmul_0(%x, %w, %s)
+        : (tensor<?x64xf32>, tensor<32x64xi8>, tensor<32xf32>) -> tensor<?x32xf32>
+    ==>
+    %e = tensor.empty(%m) : tensor<?x32xf32>
+    %y = flex.quant_matmul {format = "int8", group_size = 0 : i64, layout = 0 : i64}
+        ins(%x, %w, %s : ...) outs(%e : tensor<?x32xf32>) -> tensor<?x32xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::flex::FlexDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_MATERIALIZE_PASSES

@@ -34,4 +34,34 @@ def FlexToLoops : Pass<"flex-to-loops", "func::FuncOp"> {
                            "::mlir::math::MathDialect"];
 }
 
+def FlexQuantMatmulToLinalg
+    : Pass<"flex-quant-matmul-to-linalg", "func::FuncOp"> {
+  let summary = "Lower flex.quant_matmul on tensors to a dequantizing linalg.generic";
+  let description = [{
+    The reference lowering of `flex.quant_matmul` (the `reference`
+    pipeline, before bufferization): a `linalg.generic` over `(m, n, k)`,
+    `k` a reduction, accumulating `f32(x[m, k]) * w'[n, k]` into an f32
+    zero fill, where `w'` is the weight dequantized in the body: int8
+    `sitofp(w[n, k])`; int4 the nibble of the packed byte (index
+    arithmetic of the op's `layout`, `tensor.extract` of the byte, the
+    group's scale and zero by `tensor.extract`), `(q - 8) * scale + zero`.
+    A second elementwise generic applies the int8 per-channel scale and
+    rounds to the result type (left out for int4 with an f32 result, whose
+    sum is built in the op's init).
+
+    ```mlir
+    %y = flex.quant_matmul {format = "int8", ...} ins(%x, %w, %s : ...) outs(%e : ...)
+    ==>
+    %acc = linalg.generic {iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : ...) outs(%zero : tensor<?x32xf32>) { ... }
+    %y = linalg.generic {iterator_types = ["parallel", "parallel"]}
+        ins(%acc, %s : ...) outs(%e : ...) { ... arith.mulf ... }
+    ```
+    A flex.quant_matmul on memrefs is left alone.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_REFERENCE_PASSES

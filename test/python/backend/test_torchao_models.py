@@ -2,8 +2,9 @@
 
 A tiny MLP and a tiny transformers causal LM (hidden 64, 2 layers: Qwen2
 in f32, Llama in bf16), quantized with torchao 0.18's
-`Int8WeightOnlyConfig` and `Int8DynamicActivationInt8WeightConfig`, go
-through `torch_mlir_flex.compile`, `torch.compile(backend="torch_mlir_flex")`,
+`Int8WeightOnlyConfig`, `Int8DynamicActivationInt8WeightConfig` and
+`PrototypeInt4WeightOnlyConfig(group_size=32)` (torch's CPU int4 packing),
+go through `torch_mlir_flex.compile`, `torch.compile(backend="torch_mlir_flex")`,
 `hf.compile` and `hf.generator`. Each test checks:
 
 - the logits against torchao's own eager result, within TOLERANCE;
@@ -20,21 +21,25 @@ through `torch_mlir_flex.compile`, `torch.compile(backend="torch_mlir_flex")`,
   (the pre-export key describes a subclass by its inner tensors), while
   the function compiled before already reads the new values (bound).
 
-TOLERANCE (max |ours - eager| on logits of magnitude <= ~3, INIT_RANGE 0.1):
-- int8 weight-only, f32: 1e-4. Both compute x @ dequant(w) with f32
-  accumulation; only the summation order and where the per-row scale is
-  applied (inside or after the sum) differ: a few f32 ulps per linear.
-- int8 weight-only, bf16: 0.1. Eager rounds the mm's result to bf16 and
-  then the product with the scale again; ours rounds once, after an f32
-  accumulation: each linear's output may differ by a bf16 ulp (2^-8
-  relative), carried through 2 layers (hf_e2e's bf16 tolerance: bf16 eager
-  is itself 0.04-0.06 away from f32 on these logits).
-- int8 dynamic activation + int8 weight (f32 and bf16): 0.1. The
-  activations are quantized to int8 per token at run time: a value whose
-  scaled form rounds on the other side of a .5 (order of the absmax /
-  scale computation) moves by one int8 step (1/127 of the row's absmax),
-  and attention carries that to every later position (measured 0.042 on
-  the Qwen2 logits, position 0 exact).
+TOLERANCE (max |ours - eager| on logits of magnitude <= ~3, INIT_RANGE 0.1;
+measured on a Zen 5 host: MLP / LM):
+- int8 and int4 weight-only, f32: 1e-4 (measured 2e-7 / 2e-6 and 4e-7 /
+  4e-6). Both compute x @ dequant(w) with f32 accumulation; only the
+  summation order and where the scale (int4: scale and zero per group)
+  is applied differ: a few f32 ulps per linear.
+- int8 and int4 weight-only, bf16: 0.1 (measured 0.004 / 0.039 and 0 /
+  0.023). Eager rounds the mm's result to bf16 (int8: and the product with
+  the scale again); ours rounds once, after an f32 accumulation: each
+  linear's output may differ by a bf16 ulp (2^-8 relative), carried
+  through 2 layers (hf_e2e's bf16 tolerance: bf16 eager is itself
+  0.04-0.06 away from f32 on these logits).
+- int8 dynamic activation + int8 weight: 0.1 in f32 (measured 0 / 0.042),
+  0.15 in bf16 (0 / 0.086). The activations are quantized to int8 per
+  token at run time: a value whose scaled form rounds on the other side of
+  a .5 (order of the absmax / scale computation) moves by one int8 step
+  (1/127 of the row's absmax), and attention carries that to every later
+  position (position 0 is exact); in bf16 the weight-only case's
+  roundings come on top.
 """
 
 import pytest
@@ -68,7 +73,7 @@ def _config(name):
 
 
 TOLERANCE = {("int8", torch.float32): 1e-4, ("int8", torch.bfloat16): 0.1,
-             ("int8_dyn", torch.float32): 0.1, ("int8_dyn", torch.bfloat16): 0.1,
+             ("int8_dyn", torch.float32): 0.1, ("int8_dyn", torch.bfloat16): 0.15,
              ("int4", torch.float32): 1e-4, ("int4", torch.bfloat16): 0.1}
 CASES = [pytest.param(c, d, id=f"{c}-{str(d).split('.')[-1]}") for c, d in TOLERANCE]
 

@@ -7,7 +7,6 @@ each of torch's three CPU packings (`_weight_int4pack_mm_for_cpu` run under
 ATEN_CPU_CAPABILITY in a subprocess), f32 and bf16.
 """
 
-import ctypes
 import json
 import os
 import subprocess
@@ -23,18 +22,9 @@ _MLIR = {torch.float32: "f32", torch.bfloat16: "bf16"}
 _LAYOUT_OF_CAPABILITY = {"DEFAULT": 0, "AVX2": 1, "AVX512": 2}
 
 
-def _runtime_has_quant_kernels() -> bool:
-    lib = os.path.join(os.path.dirname(torch_mlir_flex.__file__), "_bin", "libflex_runtime.so")
-    try:
-        handle = ctypes.CDLL(lib)
-    except OSError:
-        return False
-    return all(hasattr(handle, f) for f in ("flex_quant_matmul_i8", "flex_quant_matmul_i4"))
-
-
-# The tiled pipeline calls lib/Runtime/Quant/'s kernels: its cases exist
-# once libflex_runtime.so has them.
-BACKENDS = ["reference"] + (["tiled"] if _runtime_has_quant_kernels() else [])
+# reference: flex-quant-matmul-to-linalg; tiled: flex-quant-matmul-to-calls
+# and lib/Runtime/Quant/'s kernels (`run` checks that they ran).
+BACKENDS = ["reference", "tiled"]
 
 
 def _t(shape, dtype) -> str:
@@ -94,6 +84,20 @@ def dequant_int4(q, sz, group_size):
     return (q.float() - 8) * sz[g, :, 0].float().T + sz[g, :, 1].float().T
 
 
+def run(fn, backend, fmt, *args):
+    """fn(*args); on the tiled pipeline, asserts that the runtime's kernel
+    for `fmt` ran once and refused nothing."""
+    if backend != "tiled":
+        return fn(*args)
+    from torch_mlir_flex.backend import blas
+
+    before, rejected = blas.quant_products(fmt=fmt), blas.quant_rejected()[0]
+    y = fn(*args)
+    assert blas.quant_products(fmt=fmt) == before + 1
+    assert blas.quant_rejected()[0] == rejected, blas.quant_rejected()[1]
+    return y
+
+
 def _close(y, ref, dtype):
     assert y.dtype == dtype and y.shape == ref.shape
     tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-2, atol=5e-2)
@@ -115,18 +119,19 @@ def _int8_case(M, K, N, dtype, scales_dtype, seed=0):
     (torch.float32, torch.float32, 1, False),        # decode: one row
     (torch.bfloat16, torch.bfloat16, 7, True),
     (torch.bfloat16, torch.float32, 3, False),
+    (torch.float32, torch.float32, 37, False),       # many rows: blocked over M
 ])
 def test_int8(backend, dtype, scales_dtype, M, dynamic_m):
     K, N = 96, 40
     x, w, s, ref = _int8_case(M, K, N, dtype, scales_dtype)
     fn = compile_mlir(frontend_ir(M, K, N, "int8", 0, 0, dtype, scales_dtype, dynamic_m), backend)
-    _close(fn(x, w, s), ref, dtype)
+    _close(run(fn, backend, "int8", x, w, s), ref, dtype)
     # torchao's eager order (mm in the model dtype, then the scale) agrees
     eager = torch.mm(x, w.to(dtype).T) * s.to(dtype)
-    _close(fn(x, w, s), eager, dtype)
+    _close(run(fn, backend, "int8", x, w, s), eager, dtype)
     if dynamic_m:  # another M through the same function
         x2, _, _, _ = _int8_case(M + 9, K, N, dtype, scales_dtype, seed=1)
-        _close(fn(x2, w, s), ((x2.float() @ w.float().T) * s.float()).to(dtype), dtype)
+        _close(run(fn, backend, "int8", x2, w, s), ((x2.float() @ w.float().T) * s.float()).to(dtype), dtype)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -139,7 +144,7 @@ def test_int8_strided_x(backend):
     fn = compile_mlir(frontend_ir(M, K, N, "int8", 0, 0, torch.float32, torch.float32,
                                   dynamic_m=True, strided_x=True), backend)
     x = xw[:, 0::2]
-    _close(fn(xw, w, s), (x @ w.float().T) * s, torch.float32)
+    _close(run(fn, backend, "int8", xw, w, s), (x @ w.float().T) * s, torch.float32)
 
 
 def _int4_inputs(M, K, N, group_size, dtype, seed=0):
@@ -157,6 +162,7 @@ def _int4_inputs(M, K, N, group_size, dtype, seed=0):
 @pytest.mark.parametrize("dtype,M,dynamic_m", [
     (torch.float32, 5, True),
     (torch.bfloat16, 1, False),
+    (torch.float32, 33, True),
 ])
 def test_int4_packed_by_the_layout_rules(backend, layout, dtype, M, dynamic_m):
     """Bytes packed here from the layout rules, against the dequantized f32
@@ -167,7 +173,7 @@ def test_int4_packed_by_the_layout_rules(backend, layout, dtype, M, dynamic_m):
     ref = (x.float() @ dequant_int4(q, sz, group_size).T).to(dtype)
     fn = compile_mlir(frontend_ir(M, K, N, "int4_cpu", group_size, layout, dtype, dtype, dynamic_m),
                       backend)
-    _close(fn(x, packed.view(torch.int8), sz), ref, dtype)
+    _close(run(fn, backend, "int4_cpu", x, packed.view(torch.int8), sz), ref, dtype)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -178,7 +184,7 @@ def test_int4_f32_scales_with_bf16_x(backend):
     fn = compile_mlir(frontend_ir(M, K, N, "int4_cpu", group_size, 1, torch.bfloat16,
                                   torch.float32), backend)
     ref = (x.float() @ dequant_int4(q, sz, group_size).T).to(torch.bfloat16)
-    _close(fn(x, pack_int4(q, 1).view(torch.int8), sz), ref, torch.bfloat16)
+    _close(run(fn, backend, "int4_cpu", x, pack_int4(q, 1).view(torch.int8), sz), ref, torch.bfloat16)
 
 
 # Run in a subprocess under ATEN_CPU_CAPABILITY: torch packs and multiplies
@@ -229,4 +235,4 @@ def test_int4_against_torch_weight_int4pack_mm(torch_int4, backend, dtype):
     x, sz, y_torch = torch_int4["cases"][_MLIR[dtype]]
     fn = compile_mlir(frontend_ir(M, K, N, "int4_cpu", g, layout, dtype, dtype, dynamic_m=True),
                       backend)
-    _close(fn(x, torch_int4["packed"].view(torch.int8), sz), y_torch, dtype)
+    _close(run(fn, backend, "int4_cpu", x, torch_int4["packed"].view(torch.int8), sz), y_torch, dtype)

@@ -49,12 +49,10 @@ Value int4Nibble(OpBuilder &b, Location loc, Value w, Value n, Value k,
                                  cst(half));
   }
   // Byte nb * K * BN/2 + k * BN/2 + i of the whole weight, as w[row, col].
-  Value byte = arith::AddIOp::create(
-      b, loc,
-      arith::MulIOp::create(
-          b, loc, arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, nb, kSize), k),
-          cst(half)),
-      i);
+  Value blockRows = arith::MulIOp::create(b, loc, nb, kSize);
+  Value rowInBlocks = arith::AddIOp::create(b, loc, blockRows, k);
+  Value rowStart = arith::MulIOp::create(b, loc, rowInBlocks, cst(half));
+  Value byte = arith::AddIOp::create(b, loc, rowStart, i);
   Value rowBytes = arith::DivUIOp::create(b, loc, kSize, cst(2));
   Value row = arith::DivUIOp::create(b, loc, byte, rowBytes);
   Value at = arith::RemUIOp::create(b, loc, byte, rowBytes);
@@ -128,10 +126,12 @@ void lower(flex::QuantMatmulOp op, RewriterBase &rewriter) {
               b, l, ki, arith::ConstantIndexOp::create(b, l, groupSize));
           Value c0 = arith::ConstantIndexOp::create(b, l, 0);
           Value c1 = arith::ConstantIndexOp::create(b, l, 1);
-          Value scale = toF32(
-              b, l, tensor::ExtractOp::create(b, l, scales, ValueRange{g, ni, c0}));
-          Value zp = toF32(
-              b, l, tensor::ExtractOp::create(b, l, scales, ValueRange{g, ni, c1}));
+          auto read = [&](Value j) {
+            return toF32(b, l, tensor::ExtractOp::create(
+                                   b, l, scales, ValueRange{g, ni, j}));
+          };
+          Value scale = read(c0);
+          Value zp = read(c1);
           Value centered = arith::SubFOp::create(
               b, l, q,
               arith::ConstantOp::create(b, l, f32, b.getF32FloatAttr(8.0f)));

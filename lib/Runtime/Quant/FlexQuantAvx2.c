@@ -7,11 +7,11 @@
  *     registers), 8 weights widened in registers (VPMOVSXBD, VCVTDQ2PS)
  *     and multiplied by each row of x with FMAs, the sums scaled once per
  *     output; the K tail through a zeroed 8-byte block;
- *   - int4: 16 columns of a packed block at a time (the block's bytes of
- *     a group stay in L1 for its other columns): each k's 16 nibbles in
- *     column order (and, shift, and, for layout 0 an interleave), widened
- *     (VPMOVZXBD, VCVTDQ2PS), multiplied by the broadcast x[m,k] into sums
- *     per group, then s * sum + (z - 8 s) * xsum per group.
+ *   - int4: 8 packed bytes of each k at a time (the block's bytes of a
+ *     group stay in L1 for its other bytes), widened once (VPMOVZXBD) and
+ *     split into low and high nibbles (and, shift: 16 columns), converted
+ *     (VCVTDQ2PS), multiplied by the broadcast x[m,k] into sums per group,
+ *     then s * sum + (z - 8 s) * xsum per group.
  * Every function carries its own target attribute; only
  * flex_quant_install_avx2 (baseline code) runs before the CPU's features
  * are known.
@@ -103,19 +103,6 @@ FLEX_AVX2 static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows, int6
   }
 }
 
-/* The nibbles of columns 16v .. 16v+15 of a packed row of `layout`, as 16
-   bytes in column order. */
-FLEX_AVX2_INLINE __m128i nibbles(const uint8_t *row, const int v, const int layout) {
-  const __m128i low4 = _mm_set1_epi8(0x0f);
-  const __m128i b = _mm_loadu_si128((const __m128i *)(row + (layout == 2 ? 16 * (v & 1) : 0)));
-  const __m128i lo = _mm_and_si128(b, low4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-  if (layout == 2)
-    return v < 2 ? lo : hi;
-  if (layout == 1)
-    return v == 0 ? lo : hi;
-  return v == 0 ? _mm_unpacklo_epi8(lo, hi) : _mm_unpackhi_epi8(lo, hi);
-}
-
 /* The scales and zeros of 8 columns: pairs from element `at` of sz. */
 FLEX_AVX2_INLINE void scales_zeros(const FlexQuantCall *c, int64_t at, __m256 *s, __m256 *z) {
   __m256 a, b;
@@ -136,40 +123,81 @@ FLEX_AVX2_INLINE void scales_zeros(const FlexQuantCall *c, int64_t at, __m256 *s
       _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
-/* One packed block against R rows of x (R, layout constants). */
+/* y[m][col .. col+8) += s * acc[m] + (z - 8 s) * xsum[m][g] for the 8
+   columns from `col` of the block (its scale/zero pairs from sz). */
+FLEX_AVX2_INLINE void add_group(const FlexQuantCall *c, int64_t m0, const int R, int64_t g,
+                                int64_t n_base, int col, const __m256 *acc,
+                                float (*y)[64]) {
+  const int64_t groups = c->K / c->group;
+  __m256 s, z;
+  scales_zeros(c, (g * c->N + n_base + col) * 2, &s, &z);
+  const __m256 shift = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), s, z); /* z - 8 s */
+  for (int m = 0; m < R; ++m) {
+    const __m256 xs = _mm256_set1_ps(c->xsum[(m0 + m) * groups + g]);
+    float *out = y[m] + col;
+    _mm256_storeu_ps(out, _mm256_fmadd_ps(s, acc[m], _mm256_fmadd_ps(shift, xs, _mm256_loadu_ps(out))));
+  }
+}
+
+/* One k of 8 packed bytes at p against R rows of x (x[m * xm] the k's). */
+FLEX_AVX2_INLINE void i4_step(const uint8_t *p, const float *x, int64_t xm, const int R,
+                              __m256 *lo, __m256 *hi) {
+  const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+  const __m256 wl = _mm256_cvtepi32_ps(_mm256_and_si256(d, _mm256_set1_epi32(15)));
+  const __m256 wh = _mm256_cvtepi32_ps(_mm256_srli_epi32(d, 4));
+  for (int m = 0; m < R; ++m) {
+    const __m256 xv = _mm256_broadcast_ss(x + m * xm);
+    lo[m] = _mm256_fmadd_ps(wl, xv, lo[m]);
+    hi[m] = _mm256_fmadd_ps(wh, xv, hi[m]);
+  }
+}
+
+/* One packed block against R rows of x (R, layout constants), 8 bytes of
+   each k at a time (the group's bytes stay in L1 for the next 8): the 8
+   bytes widened to 32 bits once (VPMOVZXBD), their low nibbles (and) and
+   high nibbles (shift) two vectors of 8 columns: columns c.. and c+BN/2..
+   (layouts 2, 1), or the even and odd columns of 16 (layout 0: put in
+   order once per group). */
 FLEX_AVX2_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R, int64_t block,
                                const int layout) {
   const int BN = layout == 2 ? 64 : 32;
-  const int64_t K = c->K, G = c->group, groups = K / G, N = c->N, n_base = block * BN;
+  const int64_t K = c->K, G = c->group, groups = K / G, n_base = block * BN;
   const uint8_t *base = c->w + block * K * (BN / 2);
   const float *x = c->x + m0 * c->xm;
+  enum { U = 2 };
   float y[FLEX_QUANT_ROWS][64];
   memset(y, 0, sizeof y);
   for (int64_t g = 0; g < groups; ++g) {
-    for (int v = 0; v < BN / 16; ++v) {
-      __m256 acc[FLEX_QUANT_ROWS][2];
-      for (int m = 0; m < R; ++m)
-        acc[m][0] = acc[m][1] = _mm256_setzero_ps();
-      for (int64_t k = g * G; k < (g + 1) * G; ++k) {
-        const __m128i q = nibbles(base + k * (BN / 2), v, layout);
-        const __m256 w0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q));
-        const __m256 w1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8)));
+    for (int v = 0; v < BN / 16; ++v) { /* bytes 8v .. 8v+7 of each k */
+      /* U sets of sums, k by k in turn: with few rows of x, one set was
+         as many FMA chains as rows * 2, each an FMA's latency a k. */
+      __m256 lo[U][FLEX_QUANT_ROWS], hi[U][FLEX_QUANT_ROWS];
+      for (int u = 0; u < U; ++u)
+        for (int m = 0; m < R; ++m)
+          lo[u][m] = hi[u][m] = _mm256_setzero_ps();
+      int64_t k = g * G;
+      for (; k + U <= (g + 1) * G; k += U)
+        for (int u = 0; u < U; ++u)
+          i4_step(base + (k + u) * (BN / 2) + 8 * v, x + k + u, c->xm, R, lo[u], hi[u]);
+      for (; k < (g + 1) * G; ++k)
+        i4_step(base + k * (BN / 2) + 8 * v, x + k, c->xm, R, lo[0], hi[0]);
+      for (int u = 1; u < U; ++u)
         for (int m = 0; m < R; ++m) {
-          const __m256 xv = _mm256_broadcast_ss(x + m * c->xm + k);
-          acc[m][0] = _mm256_fmadd_ps(w0, xv, acc[m][0]);
-          acc[m][1] = _mm256_fmadd_ps(w1, xv, acc[m][1]);
+          lo[0][m] = _mm256_add_ps(lo[0][m], lo[u][m]);
+          hi[0][m] = _mm256_add_ps(hi[0][m], hi[u][m]);
         }
-      }
-      for (int h = 0; h < 2; ++h) {
-        __m256 s, z;
-        scales_zeros(c, (g * N + n_base + 16 * v + 8 * h) * 2, &s, &z);
-        const __m256 shift = _mm256_fnmadd_ps(_mm256_set1_ps(8.0f), s, z); /* z - 8 s */
+      if (layout == 0) { /* lo: columns 16v + 2i, hi: 16v + 2i + 1 */
         for (int m = 0; m < R; ++m) {
-          float *out = y[m] + 16 * v + 8 * h;
-          const __m256 xs = _mm256_set1_ps(c->xsum[(m0 + m) * groups + g]);
-          _mm256_storeu_ps(out, _mm256_fmadd_ps(s, acc[m][h],
-                                                _mm256_fmadd_ps(shift, xs, _mm256_loadu_ps(out))));
+          const __m256 a = _mm256_unpacklo_ps(lo[0][m], hi[0][m]); /* 0-3 | 8-11 */
+          const __m256 b = _mm256_unpackhi_ps(lo[0][m], hi[0][m]); /* 4-7 | 12-15 */
+          lo[0][m] = _mm256_permute2f128_ps(a, b, 0x20);
+          hi[0][m] = _mm256_permute2f128_ps(a, b, 0x31);
         }
+        add_group(c, m0, R, g, n_base, 16 * v, lo[0], y);
+        add_group(c, m0, R, g, n_base, 16 * v + 8, hi[0], y);
+      } else {
+        add_group(c, m0, R, g, n_base, 8 * v, lo[0], y);
+        add_group(c, m0, R, g, n_base, 8 * v + BN / 2, hi[0], y);
       }
     }
   }

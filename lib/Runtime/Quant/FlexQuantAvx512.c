@@ -124,11 +124,25 @@ FLEX_AVX512_INLINE void scales_zeros(const FlexQuantCall *c, int64_t at, __m512 
   *z = _mm512_permutex2var_ps(a, odd, b);
 }
 
+/* One k of a packed block (its row at `row`) against R rows of x (x[m *
+   xm] the k's), into acc[m][v] (columns 16v ..). */
+FLEX_AVX512_INLINE void i4_step(const uint8_t *row, const float *x, int64_t xm, const int R,
+                                const int V, const int layout, __m512 (*acc)[4]) {
+  __m512 w[4];
+  for (int v = 0; v < V; ++v)
+    w[v] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(nibbles(row, v, layout)));
+  for (int m = 0; m < R; ++m) {
+    const __m512 xv = _mm512_set1_ps(x[m * xm]);
+    for (int v = 0; v < V; ++v)
+      acc[m][v] = _mm512_fmadd_ps(w[v], xv, acc[m][v]);
+  }
+}
+
 /* One packed block against R rows of x (R, layout constants). */
 FLEX_AVX512_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R,
                                  int64_t block, const int layout) {
   enum { MAXV = 4 };
-  const int BN = layout == 2 ? 64 : 32, V = BN / 16;
+  const int BN = layout == 2 ? 64 : 32, V = BN / 16, U = R * V < 8 ? 2 : 1;
   const int64_t K = c->K, G = c->group, groups = K / G, N = c->N, n_base = block * BN;
   const uint8_t *base = c->w + block * K * (BN / 2);
   __m512 y[FLEX_QUANT_ROWS][MAXV];
@@ -136,29 +150,31 @@ FLEX_AVX512_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R
     for (int v = 0; v < V; ++v)
       y[m][v] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    __m512 acc[FLEX_QUANT_ROWS][MAXV];
-    for (int m = 0; m < R; ++m)
-      for (int v = 0; v < V; ++v)
-        acc[m][v] = _mm512_setzero_ps();
-    const float *x = c->x + m0 * c->xm;
-    for (int64_t k = g * G; k < (g + 1) * G; ++k) {
-      const uint8_t *row = base + k * (BN / 2);
-      __m512 w[MAXV];
-      for (int v = 0; v < V; ++v)
-        w[v] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(nibbles(row, v, layout)));
-      for (int m = 0; m < R; ++m) {
-        const __m512 xv = _mm512_set1_ps(x[m * c->xm + k]);
+    /* U sets of sums, k by k in turn, where R * V sums alone are too few
+       FMA chains (each an FMA's latency a k). */
+    __m512 acc[2][FLEX_QUANT_ROWS][MAXV];
+    for (int u = 0; u < U; ++u)
+      for (int m = 0; m < R; ++m)
         for (int v = 0; v < V; ++v)
-          acc[m][v] = _mm512_fmadd_ps(w[v], xv, acc[m][v]);
-      }
-    }
+          acc[u][m][v] = _mm512_setzero_ps();
+    const float *x = c->x + m0 * c->xm;
+    int64_t k = g * G;
+    for (; k + U <= (g + 1) * G; k += U)
+      for (int u = 0; u < U; ++u)
+        i4_step(base + (k + u) * (BN / 2), x + k + u, c->xm, R, V, layout, acc[u]);
+    for (; k < (g + 1) * G; ++k)
+      i4_step(base + k * (BN / 2), x + k, c->xm, R, V, layout, acc[0]);
+    for (int u = 1; u < U; ++u)
+      for (int m = 0; m < R; ++m)
+        for (int v = 0; v < V; ++v)
+          acc[0][m][v] = _mm512_add_ps(acc[0][m][v], acc[u][m][v]);
     for (int v = 0; v < V; ++v) {
       __m512 s, z;
       scales_zeros(c, (g * N + n_base + 16 * v) * 2, &s, &z);
       const __m512 shift = _mm512_fnmadd_ps(_mm512_set1_ps(8.0f), s, z); /* z - 8 s */
       for (int m = 0; m < R; ++m) {
         const __m512 xs = _mm512_set1_ps(c->xsum[(m0 + m) * groups + g]);
-        y[m][v] = _mm512_fmadd_ps(s, acc[m][v], _mm512_fmadd_ps(shift, xs, y[m][v]));
+        y[m][v] = _mm512_fmadd_ps(s, acc[0][m][v], _mm512_fmadd_ps(shift, xs, y[m][v]));
       }
     }
   }

@@ -121,15 +121,28 @@ class _Logits(torch.nn.Module):
         return self.model(ids, use_cache=False).logits
 
 
+class _Seen(list):
+    """The tensors compiled functions were called with; `.modules` the
+    CompiledModules called, by id."""
+
+    def __init__(self):
+        super().__init__()
+        self.modules = {}
+
+    def quant_ops(self):
+        return sum(fn.flex_ir.count("flex.quant_matmul") for fn in self.modules.values())
+
+
 @pytest.fixture
 def arguments(monkeypatch):
     """The tensors every compiled function was called with (its bound state,
     then the call's arguments)."""
-    seen = []
+    seen = _Seen()
     call = CompiledModule.__call__
 
     def recording(self, *args):
         seen.extend(t for t in (*self.state, *args) if isinstance(t, torch.Tensor))
+        seen.modules[id(self)] = self
         return call(self, *args)
 
     monkeypatch.setattr(CompiledModule, "__call__", recording)
@@ -154,6 +167,15 @@ def _check_quantized_arguments(model, seen):
     assert not copies, f"float tensors of a quantized weight's shape among the arguments: {copies}"
 
 
+def _check_fused(seen, model, config, copies=1):
+    """Weight-only linears are flex.quant_matmul ops (read the quantized
+    bytes; int8 dynamic activation is an integer matmul, not one of them):
+    each of the model's quantized weights in one op of the functions called
+    (`copies` times: hf.generator's prefill and decode each hold them all)."""
+    quantized = sum(is_subclass(p) for p in model.parameters())
+    assert seen.quant_ops() == (0 if config == "int8_dyn" else quantized * copies)
+
+
 def _close(got, want, config, dtype):
     err = (got.float() - want.float()).abs().max().item()
     assert err <= TOLERANCE[config, dtype], f"max |ours - eager| = {err}"
@@ -168,6 +190,7 @@ def test_mlp_compile(config, dtype, arguments):
     fn = torch_mlir_flex.compile(m, (x,))
     _close(fn(x), want, config, dtype)
     _check_quantized_arguments(m, arguments)
+    _check_fused(arguments, m, config)
 
 
 @pytest.mark.parametrize("config,dtype", CASES)
@@ -181,6 +204,25 @@ def test_mlp_dynamo(config, dtype, arguments, fresh):
     _close(got, want, config, dtype)
     assert delta("eager") == 0 and delta("compiled") >= 1
     _check_quantized_arguments(m, arguments)
+    _check_fused(arguments, m, config)
+
+
+def test_int4_dynamo_with_grad_mode_on(arguments, fresh):
+    """An inference-only int4 model called with grad mode on (its biases
+    require grad): the joint trace would need the derivative of
+    aten._weight_int4pack_mm_for_cpu, which torch has not; the graph is
+    compiled for inference, with a warning, not run in eager."""
+    delta, warned = fresh
+    m = _mlp("int4", torch.float32)
+    x = torch.randn(4, 64)
+    assert torch.is_grad_enabled() and m[0].bias.requires_grad
+    with torch.no_grad():
+        want = m(x)
+    got = torch.compile(m, backend="torch_mlir_flex")(x)
+    _close(got, want, "int4", torch.float32)
+    assert delta("eager") == 0 and delta("inference_only") == 1 and delta("compiled") == 1
+    assert any("_weight_int4pack_mm_for_cpu" in w for w in warned)
+    _check_quantized_arguments(m, arguments)
 
 
 @pytest.mark.parametrize("config,dtype", CASES)
@@ -192,6 +234,7 @@ def test_lm_compile(config, dtype, arguments):
     fn = torch_mlir_flex.compile(_Logits(model), (ids,))
     _close(fn(ids), want, config, dtype)
     _check_quantized_arguments(model, arguments)
+    _check_fused(arguments, model, config)
 
 
 @pytest.mark.parametrize("config,dtype", CASES)
@@ -205,6 +248,7 @@ def test_lm_dynamo(config, dtype, arguments, fresh):
     _close(got, want, config, dtype)
     assert delta("eager") == 0 and delta("compiled") >= 1
     _check_quantized_arguments(model, arguments)
+    _check_fused(arguments, model, config)
 
 
 @pytest.mark.parametrize("config,dtype", CASES)
@@ -216,6 +260,7 @@ def test_lm_hf_compile(config, dtype, arguments):
     fn = flex_hf.compile(model, {"input_ids": ids})
     _close(fn(input_ids=ids), want, config, dtype)
     _check_quantized_arguments(model, arguments)
+    _check_fused(arguments, model, config)
 
 
 @pytest.mark.parametrize("config,dtype", CASES)
@@ -228,6 +273,7 @@ def test_lm_generator_tokens(config, dtype, arguments):
     got = gen.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS)
     assert torch.equal(got, want)
     _check_quantized_arguments(model, arguments)
+    _check_fused(arguments, model, config, copies=2)  # prefill and decode
 
 
 @pytest.mark.parametrize("config", ["int8", "int8_dyn", "int4"])

@@ -11,7 +11,7 @@ and zeros counted too; each product's best of `--repeat` rounds, the variants
 in turn in each), a tensor copy's GB/s (bytes read + written, as benchmarks/timing.py
 counts it) measured in the same run (first and last), and the host's CPU.
 
-    PYTHONPATH=python python lib/Runtime/Quant/quant_bench.py [--threads 2] [--dtype f32]
+    PYTHONPATH=python python lib/Runtime/Quant/quant_bench.py [--threads 2] [--dtype f32] [--no-torch]
 """
 
 import argparse
@@ -84,6 +84,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2, help="torch's threads")
     parser.add_argument("--dtype", default="f32", choices=["f32", "bf16"], help="x, y and scales")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-torch", action="store_true", help="skip torch's int4 kernel (on a "
+                        "loaded host its slow calls left the threads stalling at every barrier)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
@@ -106,7 +108,7 @@ def main():
             y = torch.empty(1, n, dtype=dtype)
             variants = {isa: (lambda isa=isa: blas.set_runtime_isa(isa),
                               lambda w, s: ours(rt, fmt, layout, x, w, s, y)) for isa in blas.runtime_isas()}
-            if fmt == "int4":
+            if fmt == "int4" and not args.no_torch:
                 variants["torch"] = (lambda: None,
                                      lambda w, s: torch.ops.aten._weight_int4pack_mm_for_cpu(x, w, GROUP, s))
             # Each product timed alone, its best over the rounds: a moment

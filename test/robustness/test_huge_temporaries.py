@@ -10,8 +10,11 @@ malloc was a write through NULL: the process died of SIGSEGV. Now such a
 temporary is refused with a FlexMemoryError (a MemoryError and a
 RuntimeError) naming its shape and bytes: when compiling when it is static,
 before the call (nothing allocated) when its size comes from the call's
-sizes. Sizes are derived from this host's limit, so the test means the same
-on any host; the huge inputs are `torch.empty`, never touched.
+sizes. Under torch.compile, a refused graph or call runs in eager PyTorch
+(which tiles SDPA), so `generate_batch` runs. The first two tests derive
+their sizes from this host's limit, so they mean the same on any host (the
+huge inputs are `torch.empty`, never touched); the others set a limit of
+4 MiB so that eager runs the refused work in seconds.
 
 Each case runs in a subprocess, so that a crash fails the test instead of
 killing pytest.
@@ -97,3 +100,63 @@ print("OK")
 """)
     assert "REFUSED" in out and "OK" in out
     assert "8192x" in out and "bytes" in out and "GB" in out, out
+
+
+# A host of 4 MiB (the limit the shape checks are made with), so that the
+# refusals happen at sizes that run in seconds.
+_SMALL_HOST = """
+from torch_mlir_flex.backend import shapes
+shapes.memory_limit_bytes = lambda: 4 << 20
+from torch_mlir_flex import dynamo
+dynamo.register()
+"""
+
+
+def test_dynamo_call_too_large_runs_in_eager():
+    require_compile()
+    out = _run(_SMALL_HOST + """
+fn = torch.compile(Attention(), backend="torch_mlir_flex", dynamic=True)
+with torch.no_grad():
+    for m, n in ((64, 96), (80, 112), (256, 2048), (64, 96)):  # 4x256x2048 f32 scores: 8 MiB
+        args = inputs(m, n)
+        torch.testing.assert_close(fn(*args), Attention()(*args), rtol=1e-4, atol=1e-5)
+print("STATS", dict(dynamo.stats))
+assert dynamo.stats["eager"] == 0 and dynamo.stats["eager_calls"] == 1, dict(dynamo.stats)
+print("OK")
+""")
+    assert "OK" in out
+
+
+def test_generate_batch_with_a_warmup_too_large():
+    """transformers' continuous batching compiled through our backend: the
+    warmup's SDPA (256 query tokens over the whole cache) is refused and
+    runs in eager PyTorch, every other graph compiles, and the tokens are
+    those of the uncompiled model."""
+    require_compile()
+    pytest.importorskip("transformers")
+    out = _run(_SMALL_HOST + """
+from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig
+from transformers.generation.configuration_utils import CompileConfig, ContinuousBatchingConfig
+
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                  pad_token_id=0, bos_token_id=1, eos_token_id=2)
+model = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+prompts = [[3 + (i * 7 + j) % 120 for j in range(5 + 3 * i)] for i in range(3)]
+gen = GenerationConfig(max_new_tokens=4, do_sample=False, eos_token_id=-1)
+
+def run(compile_config):
+    cb = ContinuousBatchingConfig(varlen_compile_config=compile_config, num_blocks=8, max_batch_tokens=256)
+    with torch.no_grad():
+        out = model.generate_batch(prompts, generation_config=gen, continuous_batching_config=cb)
+    return {k: list(v.generated_tokens) for k, v in out.items()}
+
+want = run(None)
+got = run(CompileConfig(backend="torch_mlir_flex"))
+print("STATS", dict(dynamo.stats))
+assert got == want and len(got) == 3, (got, want)
+assert dynamo.stats["eager"] == 1 and dynamo.stats["compiled"] >= 8, dict(dynamo.stats)
+print("OK")
+""")
+    assert "OK" in out

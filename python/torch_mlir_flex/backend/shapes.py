@@ -58,8 +58,12 @@ def _remsi(a, b):
     return a - b * _divsi(a, b)
 
 
+def _human(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
 _NAMESPACE = {"_divsi": _divsi, "_remsi": _remsi, "FlexCompileError": FlexCompileError,
-              "FlexMemoryError": FlexMemoryError, "_gb": lambda n: f"{n / 1e9:.1f} GB"}
+              "FlexMemoryError": FlexMemoryError, "_human": _human}
 # Ops that allocate a tensor the compiled code holds (a temporary).
 _ALLOCATING = ("tensor.empty", "bufferization.alloc_tensor")
 
@@ -111,7 +115,7 @@ def _element_bytes(t):
 
 def _too_large_message(shape_text: str, dtype: str, nbytes_text: str, gb_text: str, limit: int) -> str:
     return (f"a temporary tensor of shape [{shape_text}] {dtype} ({nbytes_text} bytes, {gb_text}) is larger "
-            f"than the memory this process can have ({limit} bytes, {limit / 1e9:.1f} GB: RAM and swap, "
+            f"than the memory this process can have ({limit} bytes, {_human(limit)}: RAM and swap, "
             "or a cgroup / RLIMIT_AS cap): it cannot be allocated")
 
 
@@ -413,7 +417,7 @@ class ShapeProgram:
                 if nbytes > limit:
                     shape = "x".join(str(d) for d in t.shape)
                     raise FlexMemoryError("lower", f"@{func_name}: " + _too_large_message(
-                        shape, str(t.element_type), str(nbytes), f"{nbytes / 1e9:.1f} GB", limit))
+                        shape, str(t.element_type), str(nbytes), _human(nbytes), limit))
                 continue
             dims = [str(d) if d != dyn else codes.get(("temp", n, j)) for j, d in enumerate(t.shape)]
             if any(d is None for d in dims):
@@ -421,7 +425,7 @@ class ShapeProgram:
             nbytes = "(" + " * ".join(dims + [str(elt)]) + ")"
             shape = "x".join(d if d.lstrip("-").isdigit() else "{" + d + "}" for d in dims)
             self.checks.add(f"{nbytes} <= {limit}", f"@{func_name}: " + _too_large_message(
-                shape, str(t.element_type), "{" + nbytes + "}", "{_gb(" + nbytes + ")}", limit),
+                shape, str(t.element_type), "{" + nbytes + "}", "{_human(" + nbytes + ")}", limit),
                 error="FlexMemoryError")
 
     def _out_shape_function(self, codes, func_name):

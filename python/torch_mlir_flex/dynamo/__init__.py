@@ -23,9 +23,15 @@ number, are compiled at the example's values, with Dynamo guards
 (specialize.py), never left to eager. Graphs that update inputs in
 place (a KV cache's `index_copy_`) write the new values into the caller's
 tensors (backend/mutations.py). What a graph cannot be compiled for is
-decided from its exported program, before any lowering.
+decided from its exported program, before any lowering. A call whose
+sizes give a temporary larger than the process can have (a
+FlexMemoryError, raised before anything runs: SDPA's scores at the
+8192-token warmup of transformers' continuous batching) runs that call in
+eager PyTorch, with a warning, as a graph refused for it when compiling
+does.
 
-`stats` counts graphs seen, compiled and run eagerly in this process.
+`stats` counts graphs seen, compiled and run eagerly in this process, and
+(`eager_calls`) calls run eagerly.
 """
 
 import collections
@@ -119,6 +125,7 @@ def compile_graph(gm, example_inputs: List, backend: Optional[str], func_name: s
                 stats["dynamic"] += 1
             if not (inputs.is_identity and outputs.all_tensors):
                 compiled = _ArgumentsOf(compiled, inputs, outputs)
+            compiled = _EagerWhenTooLarge(compiled, gm)
         except UnsupportedInputs as e:
             reason = str(e)
         except FlexCompileError as e:
@@ -242,6 +249,29 @@ class _ArgumentsOf:
         if self.outputs.all_tensors:
             return res
         return self.outputs.merge(res, args)
+
+
+class _EagerWhenTooLarge:
+    """Runs a call in eager PyTorch when ours refuses it for a temporary
+    larger than the process can have (FlexMemoryError: raised by the shape
+    checks, before the compiled code runs or writes anything), as torch's
+    kernels may not materialise it (SDPA's CPU flash kernel tiles)."""
+
+    def __init__(self, compiled, gm):
+        from ..backend.errors import FlexMemoryError
+
+        self.compiled = compiled
+        self.gm = gm
+        self.error = FlexMemoryError
+
+    def __call__(self, *args):
+        try:
+            return self.compiled(*args)
+        except self.error as e:
+            stats["eager_calls"] += 1
+            log.warning("torch_mlir_flex: running this call of a captured graph (%d ops) in eager "
+                        "PyTorch: %s", _num_ops(self.gm), e)
+            return self.gm.forward(*args)
 
 
 def _has_tensor_ops(gm) -> bool:

@@ -67,10 +67,21 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None,
         log.debug("torch_mlir_flex: backend argument %s=%r ignored", key, other[key])
     args = parse(mode, options, backend)
     stats["graphs"] += 1
-    if needs_autograd(example_inputs) or has_subclass_inputs(example_inputs):
+    if needs_autograd(example_inputs):
         from .training import aot_backend
 
         return aot_backend(gm, example_inputs, args.pipeline, args.opt_level)
+    if has_subclass_inputs(example_inputs):
+        from .training import aot_backend
+
+        try:
+            return aot_backend(gm, example_inputs, args.pipeline, args.opt_level)
+        except Exception as e:  # a subclass AOTAutograd cannot unwrap: the user's model must still run
+            stats["eager"] += 1
+            log.warning("torch_mlir_flex: running a captured graph (%d ops) in eager PyTorch: AOTAutograd "
+                        "cannot unwrap its tensor-subclass inputs: %s: %s", _num_ops(gm), type(e).__name__,
+                        str(e).splitlines()[0] if str(e) else "")
+            return gm.forward
     return compile_graph(gm, example_inputs, args.pipeline, f"graph{stats['graphs'] - 1}",
                          opt_level=args.opt_level)
 

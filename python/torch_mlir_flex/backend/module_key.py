@@ -287,7 +287,7 @@ def module_key(model, example_args, dynamic_shapes, *extra):
     when part of it cannot be described."""
     import torch
 
-    from .subclass_state import inner_tensors, is_subclass
+    from .subclass_state import SubclassError, inner_tensors, is_subclass
 
     modules = list(model.named_modules(remove_duplicate=False))
     d = _Describer(modules)
@@ -331,6 +331,8 @@ def module_key(model, example_args, dynamic_shapes, *extra):
             d.value(dict(getattr(nn_module, hooks, {})))
     except _Undescribable as e:
         return None, f"the model holds {e}"
+    except SubclassError as e:
+        return None, f"the model holds a tensor subclass with a non-tensor part: {e}"
     env = sorted((k, v) for k, v in os.environ.items()
                  if k.startswith("TORCH_MLIR_FLEX_") and k not in _ENV_IGNORED)
     h = hashlib.sha256("\n".join(d.parts).encode())

@@ -17,7 +17,7 @@ model's subclass holds (subclass_state.py).
 from ..log import get_logger
 from . import cache, stage_cache
 from .module_key import file_hash, module_key, tensor_hash, traced_files
-from .subclass_state import outer_name, resolve
+from .subclass_state import SubclassError, outer_name, resolve
 
 log = get_logger("cache")
 
@@ -79,7 +79,10 @@ class PreExport:
         kept = set(targets or ())
         kept |= {outer_name(t) for t in kept} - {None}  # subclasses passed as their inner tensors
         named = list(ep.state_dict.items()) + list(ep.constants.items())
-        literals = {n: tensor_hash(t) for n, t in named if n not in kept and n in tensors}
+        try:
+            literals = {n: tensor_hash(t) for n, t in named if n not in kept and n in tensors}
+        except SubclassError:  # a subclass literal with an opaque part
+            return
         try:
             spec = pytree.treespec_dumps(out_spec) if out_spec is not None else None
         except Exception:  # an output type pytree cannot serialize

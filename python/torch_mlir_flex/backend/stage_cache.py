@@ -141,6 +141,7 @@ def program_fingerprint(ep):
 
     from ..importer.state_arguments import modifier_captures
     from .module_key import tensor_hash
+    from .subclass_state import SubclassError
 
     h = hashlib.sha256()
     try:
@@ -163,5 +164,8 @@ def program_fingerprint(ep):
     for name, value in literal:
         if not isinstance(value, torch.Tensor) or value.is_meta or value.layout != torch.strided:
             return None
-        h.update(f"\0{name}\0{tensor_hash(value)}".encode())
+        try:
+            h.update(f"\0{name}\0{tensor_hash(value)}".encode())  # a subclass: by its inner tensors
+        except SubclassError:  # a subclass with an opaque part
+            return None
     return h.hexdigest()

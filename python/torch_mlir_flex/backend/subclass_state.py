@@ -21,6 +21,10 @@ import re
 _PARAMETRIZED = re.compile(r"^(?:(.*)\.)?parametrizations\.([^.]+)\.original(\d+)$")
 
 
+class SubclassError(TypeError):
+    """A subclass whose flattened attributes are not all tensors (an opaque object)."""
+
+
 def is_subclass(t) -> bool:
     """A traceable wrapper subclass (has `__tensor_flatten__`)."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
@@ -41,7 +45,7 @@ def inner_tensors(t, prefix: str = ""):
     for name in names:
         v = getattr(t, name)
         if not isinstance(v, torch.Tensor):
-            raise TypeError(f"{type(t).__name__}.{name} is a {type(v).__name__}, not a tensor")
+            raise SubclassError(f"{type(t).__name__}.{name} is a {type(v).__name__}, not a tensor")
         out.extend(inner_tensors(v, f"{prefix}.{name}" if prefix else name))
     return out
 

@@ -292,3 +292,34 @@ def test_changed_qdata_is_a_cache_miss(config, cache_dir):
     again = torch_mlir_flex.compile(m, (x,))
     assert cache.stats["export_skipped"] == 1 and again.exported_program is not None
     _close(again(x), want, config, torch.float32)
+
+
+def test_state_names_resolve_in_torchs_unwrapping_order():
+    """subclass_state.resolve maps the names torch's unwrapping (the
+    export's decompositions) gives a subclass parameter's inner tensors,
+    nested subclasses depth first, to the model's own inner tensors (the
+    same memory), in the order torch numbers them."""
+    from torch._functorch._aot_autograd.subclass_parametrization import unwrap_tensor_subclass_parameters
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from torch_mlir_flex.backend.subclass_state import resolve
+
+    def model():
+        m = torch.nn.Sequential(torch.nn.Linear(3, 2))
+        parts = (torch.full((2, 3), float(i)) for i in range(3))
+        m[0].weight = torch.nn.Parameter(TwoTensor(TwoTensor(next(parts), next(parts)), next(parts)),
+                                         requires_grad=False)
+        return m
+
+    ours = model()
+    tensors = dict(ours.named_parameters())
+    theirs = {n: p for n, p in unwrap_tensor_subclass_parameters(model()).named_parameters()
+              if "parametrizations" in n}
+    assert list(theirs) == [f"0.parametrizations.weight.original{i}" for i in range(3)]
+    inner = [ours[0].weight.a.a, ours[0].weight.a.b, ours[0].weight.b]
+    for i, (name, value) in enumerate(theirs.items()):
+        got = resolve(tensors, name)
+        assert got is inner[i] and torch.equal(got, value) and torch.equal(got, torch.full((2, 3), float(i)))
+    assert resolve(tensors, "0.bias") is ours[0].bias
+    assert resolve(tensors, "0.parametrizations.weight.original3") is None
+    assert resolve(tensors, "1.parametrizations.weight.original0") is None

@@ -344,7 +344,11 @@ class JitFunction:
 
         ins = self._inputs(args)
         nb = len(self._bound)
-        if self._fast is None and all(x is a for x, a in zip(ins[nb:], args) if isinstance(a, torch.Tensor)):
+        # (A uint8 argument passed as its int8 view counts as itself: the
+        # call reads only data pointers, sizes and strides.)
+        if self._fast is None and all(x is a or (a.dtype == torch.uint8 and x.dtype == torch.int8
+                                                 and x.data_ptr() == a.data_ptr())
+                                      for x, a in zip(ins[nb:], args) if isinstance(a, torch.Tensor)):
             self._fast = FastInputs.build(self._bound, args, self._scalars, self._static_dims)
         if not self._scalars:
             return ins

@@ -15,8 +15,11 @@ go through `torch_mlir_flex.compile`, `torch.compile(backend="torch_mlir_flex")`
   float parameters (no dequantized copy of the weights is made);
 - through Dynamo, that no captured graph runs in eager PyTorch;
 - through `hf.generator`, that the 32 greedy tokens equal
-  `model.generate`'s (prompt seed 3, where eager's top-2 margins are
-  not within the tolerance);
+  `model.generate`'s, for a prompt where eager is stable (GENERATE_SEED:
+  of 40 prompt seeds, the one whose smallest top-1 / top-2 logit margin
+  along the 32 tokens is largest: 0.37, 0.38, 0.063 for int8, int8_dyn,
+  int4 in f32; 0.20, 0.23, 0.039 in bf16; each above the measured
+  deviation of those logits below);
 - that changing `qdata` in place makes the next compile a cache miss
   (the pre-export key describes a subclass by its inner tensors), while
   the function compiled before already reads the new values (bound).
@@ -75,6 +78,8 @@ def _config(name):
 TOLERANCE = {("int8", torch.float32): 1e-4, ("int8", torch.bfloat16): 0.1,
              ("int8_dyn", torch.float32): 0.1, ("int8_dyn", torch.bfloat16): 0.15,
              ("int4", torch.float32): 1e-4, ("int4", torch.bfloat16): 0.1}
+GENERATE_SEED = {("int8", torch.float32): 19, ("int8_dyn", torch.float32): 19, ("int4", torch.float32): 32,
+                 ("int8", torch.bfloat16): 11, ("int8_dyn", torch.bfloat16): 11, ("int4", torch.bfloat16): 11}
 CASES = [pytest.param(c, d, id=f"{c}-{str(d).split('.')[-1]}") for c, d in TOLERANCE]
 
 
@@ -266,7 +271,7 @@ def test_lm_hf_compile(config, dtype, arguments):
 @pytest.mark.parametrize("config,dtype", CASES)
 def test_lm_generator_tokens(config, dtype, arguments):
     model = _lm(config, dtype)
-    ids = _ids()
+    ids = _ids(seed=GENERATE_SEED[config, dtype])
     with torch.no_grad():
         want = model.generate(ids, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
     gen = flex_hf.generator(model, max_cache_len=64)

@@ -16,7 +16,8 @@ cached compile). Two more entries skip those:
 
 Every key includes `build_id()`: this package's Python sources and native
 libraries and the torch / torch-mlir versions, so a changed compiler never
-reads an older entry. Entries are pickles beside cache.py's, in the same
+reads an older entry; and the host's CPU and torch's CPU capability (the
+packing of int4 weights depends on it). Entries are pickles beside cache.py's, in the same
 directory, under the same switch and size bound;
 `TORCH_MLIR_FLEX_STAGE_CACHE=0` turns off only these (e.g. to compile again
 with a patched importer in the same process: the build id sees files, not
@@ -76,7 +77,13 @@ def enabled() -> bool:
 
 
 def key(kind: str, *parts) -> str:
-    h = hashlib.sha256(f"{kind}\0{build_id()}\0{cache.host_cpu_signature()}".encode())
+    """A key of `kind` on `parts`, this build, the host's CPU and the
+    kernels torch dispatches to (`ATEN_CPU_CAPABILITY`: the importer writes
+    the int4 packing of torch's CPU kernels into the IR, quant_op.py)."""
+    import torch
+
+    h = hashlib.sha256(f"{kind}\0{build_id()}\0{cache.host_cpu_signature()}\0"
+                       f"{torch.backends.cpu.get_cpu_capability()}".encode())
     for p in parts:
         h.update(b"\0")
         h.update(p if isinstance(p, bytes) else str(p).encode())

@@ -340,3 +340,49 @@ def test_state_names_resolve_in_torchs_unwrapping_order():
     assert resolve(tensors, "0.bias") is ours[0].bias
     assert resolve(tensors, "0.parametrizations.weight.original3") is None
     assert resolve(tensors, "1.parametrizations.weight.original0") is None
+
+
+INT4_CHILD = """
+import json, warnings
+warnings.filterwarnings("ignore")
+import torch_mlir_flex, torch
+from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig
+from torchao.quantization import quantize_
+from torch_mlir_flex.backend import cache
+
+torch.manual_seed(0)
+m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64)).eval()
+quantize_(m, PrototypeInt4WeightOnlyConfig(group_size=32))
+x = torch.randn(4, 64)
+with torch.no_grad():
+    want = m(x)
+got = torch_mlir_flex.compile(m, (x,))(x)
+print(json.dumps(dict(err=(got - want).abs().max().item(), capability=torch.backends.cpu.get_cpu_capability(),
+                      stage_hits=cache.stats["stage_hits"])))
+"""
+
+
+def test_int4_cache_entries_are_per_torch_cpu_capability(cache_dir):
+    """The int4 packing of torch's CPU kernels (and so the layout the
+    importer writes into the IR) follows ATEN_CPU_CAPABILITY: a process
+    with another capability does not take the IR of the first from the
+    stage cache (it did: AVX2's and DEFAULT's packings of this model have
+    the same shapes, so the same exported graph, and DEFAULT's results
+    were 0.94 off)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    runs = []
+    for capability in ("avx2", "default", "default"):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        env.pop("ATEN_CPU_CAPABILITY", None)
+        if capability:
+            env["ATEN_CPU_CAPABILITY"] = capability
+        p = subprocess.run([sys.executable, "-c", INT4_CHILD], env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    assert runs[1]["capability"] == "DEFAULT"
+    assert all(r["err"] <= TOLERANCE["int4", torch.float32] for r in runs), runs
+    assert runs[2]["stage_hits"] > 0  # the same capability again: from the cache

@@ -17,8 +17,8 @@ cached compile). Two more entries skip those:
 Every key includes `build_id()`: this package's Python sources and native
 libraries and the torch / torch-mlir versions, so a changed compiler never
 reads an older entry; and the host's CPU and torch's CPU capability (the
-packing of int4 weights depends on it). Entries are pickles beside cache.py's, in the same
-directory, under the same switch and size bound;
+packing of int4 weights depends on it). Entries are pickles beside
+cache.py's, in the same directory, under the same switch and size bound;
 `TORCH_MLIR_FLEX_STAGE_CACHE=0` turns off only these (e.g. to compile again
 with a patched importer in the same process: the build id sees files, not
 monkeypatches). Each entry is verified before it is unpickled and made

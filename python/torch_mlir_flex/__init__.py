@@ -21,7 +21,8 @@ def __getattr__(name):
         from . import importer
 
         return getattr(importer, name)
-    if name in ("FlexBackendError", "FlexCompileError", "FlexRuntimeError", "FlexIndexError"):
+    if name in ("FlexBackendError", "FlexCompileError", "FlexRuntimeError", "FlexIndexError",
+                "FlexMemoryError"):
         from .backend import errors  # no torch import
 
         return getattr(errors, name)

@@ -1,7 +1,8 @@
 """Our linalg-on-tensors backend: lowering pipelines, a JIT runner and
 `compile` (model -> callable, see compile.py)."""
 
-from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
+from .errors import (FlexBackendError, FlexCompileError, FlexIndexError, FlexMemoryError,
+                     FlexRuntimeError)
 from .jit import JitFunction
 from .pipelines import PIPELINES, get_pipeline
 from .compile import CompiledModule, compile, compile_mlir
@@ -11,6 +12,7 @@ __all__ = [
     "FlexCompileError",
     "FlexRuntimeError",
     "FlexIndexError",
+    "FlexMemoryError",
     "JitFunction",
     "PIPELINES",
     "get_pipeline",

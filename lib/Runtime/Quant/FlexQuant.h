@@ -59,4 +59,30 @@ int64_t flex_runtime_quant_products_on(const char *isa, int format);
 int64_t flex_runtime_quant_rejected(void);
 const char *flex_runtime_quant_error(void);
 
+/* C[m,n] (+)= sum_k A[m,k] * B[k,n]: uint8 A (int8 with flags bit 2), int8
+ * B, exact int32 sums (FlexQuantInt8Gemm.c; flex-int-matmul-to-calls).
+ * A[m,k] at byte a_off + m*a_rs + k*a_cs, B[k,n] at b_off + k*b_rs +
+ * n*b_cs, C[m,n] at int32 element c_off + m*c_rs + n*c_cs. flags bit 1:
+ * add to C (else overwrite it). Read in place when k is contiguous in A's
+ * rows and B's columns (B = t(w) of a weight w [N,K]), else copied. */
+void flex_gemm_u8s8(int64_t M, int64_t N, int64_t K, int64_t a_ptr, int64_t a_off,
+                    int64_t a_rs, int64_t a_cs, int64_t b_ptr, int64_t b_off,
+                    int64_t b_rs, int64_t b_cs, int64_t c_ptr, int64_t c_off,
+                    int64_t c_rs, int64_t c_cs, int64_t flags);
+
+/* Its kernel variants ("generic", on x86-64 "avx2", "avx_vnni",
+ * "avx512_vnni"): the i-th name (NULL past the last), whether this CPU runs
+ * one, the one in effect (the best at or below flex_runtime_isa, unless
+ * forced), forcing one (NULL or "": none; returns the variant then in
+ * effect, or NULL for an unknown or unavailable one), products run (all
+ * for NULL; -1 for an unknown name), and calls refused with the last
+ * message. */
+const char *flex_runtime_int8_gemm_variant_name(int i);
+int flex_runtime_int8_gemm_available(const char *name);
+const char *flex_runtime_int8_gemm_kernel(void);
+const char *flex_runtime_int8_gemm_set_kernel(const char *name);
+int64_t flex_runtime_int8_gemm_products(const char *variant);
+int64_t flex_runtime_int8_gemm_rejected(void);
+const char *flex_runtime_int8_gemm_error(void);
+
 #endif

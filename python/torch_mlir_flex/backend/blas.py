@@ -45,6 +45,8 @@ GEMM_FUNCTIONS = ("flex_gemm_f32", "flex_gemm_bf16")
 # counter index of each flex.quant_matmul format.
 QUANT_FUNCTIONS = ("flex_quant_matmul_i8", "flex_quant_matmul_i4")
 QUANT_FORMATS = {"int8": 0, "int4_cpu": 1}
+# The call of flex-int-matmul-to-calls (lib/Runtime/Quant/FlexQuantInt8Gemm.c).
+INT8_GEMM_FUNCTIONS = ("flex_gemm_u8s8",)
 ALLOC_FUNCTIONS = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_aligned_alloc",
                    "_mlir_memref_to_llvm_free")
 BLAS_ENV = "FLEX_BLAS_LIB"
@@ -179,6 +181,54 @@ def quant_rejected():
     return _runtime_count("flex_runtime_quant_rejected"), error.decode() if error else None
 
 
+def int8_gemm_variants() -> tuple:
+    """The kernel variants of the uint8 x int8 product (flex_gemm_u8s8),
+    lowest first, whether this CPU runs them or not."""
+    fn = _runtime_fn("flex_runtime_int8_gemm_variant_name", ctypes.c_char_p, [ctypes.c_int])
+    names = []
+    while (name := fn(len(names))) is not None:
+        names.append(name.decode())
+    return tuple(names)
+
+
+def int8_gemm_available(variant: str) -> bool:
+    """Whether this CPU runs the int8 product's kernel `variant`."""
+    fn = _runtime_fn("flex_runtime_int8_gemm_available", ctypes.c_int, [ctypes.c_char_p])
+    return bool(fn(variant.encode()))
+
+
+def int8_gemm_kernel() -> str:
+    """The int8 product's kernel variant in effect."""
+    return _runtime_fn("flex_runtime_int8_gemm_kernel", ctypes.c_char_p, [])().decode()
+
+
+def set_int8_gemm_kernel(variant) -> str:
+    """Forces the int8 product's kernel `variant` (None: the best at or
+    below the runtime ISA in effect again); returns the one in effect."""
+    fn = _runtime_fn("flex_runtime_int8_gemm_set_kernel", ctypes.c_char_p, [ctypes.c_char_p])
+    got = fn(variant.encode() if variant else None)
+    if got is None:
+        raise FlexBackendError(f"int8 GEMM kernel {variant!r} is unknown or this CPU lacks its ISA "
+                               f"(variants: {', '.join(int8_gemm_variants())})")
+    return got.decode()
+
+
+def int8_gemm_products(variant=None) -> int:
+    """How many uint8 x int8 products have run in this process: all, or
+    those of one kernel variant."""
+    fn = _runtime_fn("flex_runtime_int8_gemm_products", ctypes.c_int64, [ctypes.c_char_p])
+    n = fn(variant.encode() if variant else None)
+    if n < 0:
+        raise FlexBackendError(f"unknown int8 GEMM kernel {variant!r}")
+    return n
+
+
+def int8_gemm_rejected():
+    """(int8 products refused for bad arguments, the last one's message or None)."""
+    error = _runtime_fn("flex_runtime_int8_gemm_error", ctypes.c_char_p, [])()
+    return _runtime_count("flex_runtime_int8_gemm_rejected"), error.decode() if error else None
+
+
 def _bf16_flag(dtype) -> int:
     import torch
 
@@ -301,7 +351,8 @@ def calls_runtime(module) -> bool:
     declared = _declared(module)
     if "flex_gemm_bf16" in declared:
         bf16_gemm_library()
-    return not declared.isdisjoint(GEMM_FUNCTIONS + QUANT_FUNCTIONS + ALLOC_FUNCTIONS)
+    return not declared.isdisjoint(GEMM_FUNCTIONS + QUANT_FUNCTIONS + INT8_GEMM_FUNCTIONS +
+                                   ALLOC_FUNCTIONS)
 
 
 def release_memory() -> None:

@@ -10,7 +10,8 @@
  * 31 GB/s), and oneDNN ran the bf16 one at 17 GB/s. Here the output
  * features are split between threads (libgomp's workers, torch's; pthreads
  * started per call where the process has no libgomp; only products of at
- * least MIN_PARALLEL weight elements are split), each running the kernel
+ * least MIN_PARALLEL weight elements are split: ../FlexThreads.c, shared
+ * with Quant/), each running the kernel
  * of the CPU's ISA (one file per ISA family beside this one, as ggml-cpu
  * keeps them; FlexGemvKernels.h):
  *   - FlexGemvAvx512.c: f32 with AVX512F; bf16 weights with AVX512-BF16
@@ -31,22 +32,13 @@
  * FLEX_GEMV=0 (read once) leaves every product to the BLAS.
  *
  *===----------------------------------------------------------------------===*/
-#define _GNU_SOURCE /* cpu_set_t */
 #include "FlexGemvKernels.h"
 
-#include <dlfcn.h>
+#include "../FlexThreads.h"
+
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Split from 64 Ki weight elements: with 1 Mi, a Qwen2-0.5B's q/o (896 x
-   896) and k/v (128 x 896) products ran on one thread while the other
-   waited (9% of an f32 decode step's bytes; perf: the idle worker 7% of
-   the samples); 64 Ki: f32 decode 82.6/79.3/72.0 -> 77.7/72.2/56.7
-   ms/token in alternating processes, bf16 unchanged (38.7/40.7 ->
-   38.7/39.1). */
-enum { MIN_PARALLEL = 1 << 16, MAX_THREADS = 16 };
 
 /* ------------------------------------------------------------------------
  * The ISAs, lowest first: each overrides the kernels of those before it
@@ -154,24 +146,7 @@ int64_t flex_runtime_gemv_products(void) {
   return total;
 }
 
-/* ------------------------------------------------------------------------
- * Threads: shared by every ISA's kernels.
- * ---------------------------------------------------------------------- */
-static void *run_slice(void *arg) {
-  const FlexGemvSlice *s = (const FlexGemvSlice *)arg;
-  s->rows(s);
-  return NULL;
-}
-
-static int num_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
-  }
-  return 1;
-}
-
+/* FLEX_GEMV=0 leaves every product to the BLAS. */
 static int enabled(void) {
   static int cached = -1;
   if (cached < 0) {
@@ -181,89 +156,12 @@ static int enabled(void) {
   return cached;
 }
 
-/* libgomp, when the process has it (torch's): its workers run the slices.
-   They are the ones that torch's ops and our compiled regions use
-   (FlexKmpc.c), so they are awake after those, and pthreads of our own
-   started beside them competed with their spinning for the CPUs. */
-typedef struct {
-  void (*parallel)(void (*)(void *), void *, unsigned, unsigned);
-  int (*thread_num)(void), (*num_threads)(void), (*max_threads)(void);
-} Gomp;
-
-static const Gomp *gomp(void) {
-  static Gomp g;
-  static int state; /* 0: not looked up, 1: found, 2: missing */
-  if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 0) {
-    Gomp f;
-    *(void **)&f.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
-    *(void **)&f.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
-    *(void **)&f.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
-    *(void **)&f.max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
-    int found = f.parallel && f.thread_num && f.num_threads && f.max_threads;
-    if (found)
-      g = f;
-    __atomic_store_n(&state, found ? 1 : 2, __ATOMIC_RELEASE);
-  }
-  return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 1 ? &g : NULL;
-}
-
-typedef struct {
-  FlexGemvSlice *slices;
-  int count;
-} Team;
-
-static void run_team_member(void *arg) {
-  const Team *team = (const Team *)arg;
-  const Gomp *g = gomp();
-  /* A smaller team than asked (nested region, thread limit): each member
-     takes every num_threads-th slice. */
-  for (int t = g->thread_num(); t < team->count; t += g->num_threads())
-    run_slice(&team->slices[t]);
-}
-
-/* Splits rows [0, N) of `proto` between threads (groups of `group` rows)
-   and runs them: on libgomp's workers (as many as torch's thread count),
-   else on pthreads started here. */
-static void split_and_run(const FlexGemvSlice *proto, int64_t N, int64_t K,
-                          int64_t group) {
-  const Gomp *g = gomp();
-  int threads = 1;
-  if (N * K >= MIN_PARALLEL) {
-    threads = num_cpus();
-    if (g && g->max_threads() < threads)
-      threads = g->max_threads() > 0 ? g->max_threads() : 1;
-  }
-  if (threads > N / group)
-    threads = N / group > 0 ? (int)(N / group) : 1;
-  FlexGemvSlice slices[MAX_THREADS];
-  int64_t groups = (N + group - 1) / group, per = groups / threads,
-          extra = groups % threads;
-  int64_t n = 0;
-  for (int t = 0; t < threads; ++t) {
-    int64_t count = (per + (t < extra)) * group;
-    slices[t] = *proto;
-    slices[t].n0 = n;
-    slices[t].n1 = n + count < N ? n + count : N;
-    n = slices[t].n1;
-  }
-  if (threads == 1) {
-    run_slice(&slices[0]);
-  } else if (g) {
-    Team team = {slices, threads};
-    g->parallel(run_team_member, &team, (unsigned)threads, 0);
-  } else {
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    for (int t = 1; t < threads; ++t)
-      started[t] = pthread_create(&ids[t], NULL, run_slice, &slices[t]) == 0;
-    run_slice(&slices[0]);
-    for (int t = 1; t < threads; ++t) {
-      if (started[t])
-        pthread_join(ids[t], NULL);
-      else
-        run_slice(&slices[t]); /* no thread: this one does it */
-    }
-  }
+/* One thread's share (FlexThreads.c): outputs [n0, n1) of the product. */
+static void run_share(const void *proto, int64_t n0, int64_t n1) {
+  FlexGemvSlice s = *(const FlexGemvSlice *)proto;
+  s.n0 = n0;
+  s.n1 = n1;
+  s.rows(&s);
 }
 
 /* ------------------------------------------------------------------------
@@ -314,8 +212,13 @@ static int run(int dtype, int64_t M, int64_t N, int64_t K, const void *x,
   FlexGemvSlice proto = {0,  0,   K,          ldw,      M,
                          xm, rows_x, w,       y,        sym,
                          syn, accumulate, out_bf16, kernel->rows[M - 1]};
-  /* f32: groups of 4 weight rows a thread (bf16: any row). */
-  split_and_run(&proto, N, K, dtype == F32 ? 4 : 1);
+  /* f32: groups of 4 weight rows a thread (bf16: any row), at least one
+     whole group each. */
+  const int64_t group = dtype == F32 ? 4 : 1;
+  int threads = flex_threads_for(N * K);
+  if (threads > N / group)
+    threads = N / group > 0 ? (int)(N / group) : 1;
+  flex_threads_run(run_share, &proto, N, group, threads);
   free(copy);
   __atomic_add_fetch(&g_products[c->isa_of[dtype]][dtype], 1, __ATOMIC_RELAXED);
   return 1;

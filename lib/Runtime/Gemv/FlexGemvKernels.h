@@ -14,6 +14,7 @@
 #define FLEX_RUNTIME_GEMV_FLEXGEMVKERNELS_H
 
 #include "../FlexBf16.h"
+#include "../FlexInternal.h"
 #include "FlexGemv.h"
 
 #include <stdint.h>
@@ -61,11 +62,10 @@ static inline void flex_gemv_store(const FlexGemvSlice *s, int64_t m,
 
 /* Each fills the kernels this CPU can run and returns 1 when it filled
    any (0: the CPU lacks the ISA). Internal to the library. */
-#define FLEX_GEMV_INTERNAL __attribute__((visibility("hidden")))
-FLEX_GEMV_INTERNAL int flex_gemv_install_generic(FlexGemvKernels *k);
+FLEX_RUNTIME_INTERNAL int flex_gemv_install_generic(FlexGemvKernels *k);
 #if FLEX_GEMV_X86
-FLEX_GEMV_INTERNAL int flex_gemv_install_avx2(FlexGemvKernels *k);
-FLEX_GEMV_INTERNAL int flex_gemv_install_avx512(FlexGemvKernels *k);
+FLEX_RUNTIME_INTERNAL int flex_gemv_install_avx2(FlexGemvKernels *k);
+FLEX_RUNTIME_INTERNAL int flex_gemv_install_avx512(FlexGemvKernels *k);
 #endif
 
 #endif

@@ -8,7 +8,8 @@
  * floats. Here: the argument checks, x widened to f32 once per call (bf16
  * x) and its group sums (int4), the output columns split between threads
  * (libgomp's workers, torch's, where the process has libgomp; pthreads
- * otherwise; from MIN_PARALLEL weight elements) and, in each thread, the
+ * otherwise; from MIN_PARALLEL weight elements: ../FlexThreads.c, shared
+ * with Gemv/) and, in each thread, the
  * rows of x tiled by 4 inside blocks of weight columns, so that a weight
  * block is read from memory once per call for any M.
  * The kernels are those of the runtime's ISA in effect (flex_runtime_isa
@@ -17,19 +18,17 @@
  * family beside this one (FlexQuantKernels.h).
  *
  *===----------------------------------------------------------------------===*/
-#define _GNU_SOURCE /* cpu_set_t */
 #include "FlexQuantKernels.h"
 
+#include "../FlexThreads.h"
 #include "../Gemv/FlexGemv.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MIN_PARALLEL = 1 << 16, MAX_THREADS = 16, I8_BLOCK_BYTES = 64 << 10 };
+enum { I8_BLOCK_BYTES = 64 << 10 };
 
 /* ------------------------------------------------------------------------
  * The kernels per ISA, lowest first, named as Gemv/'s ISAs.
@@ -108,127 +107,34 @@ static void reject(const char *fn, const char *why) {
 }
 
 /* ------------------------------------------------------------------------
- * Threads.
+ * One thread's share (../FlexThreads.c splits the units between threads).
  * ---------------------------------------------------------------------- */
 typedef struct {
   const FlexQuantCall *call;
   const FlexQuantKernels *kernels;
   int format;
-  int64_t n0, n1; /* columns (int8) or packed blocks (int4) */
-} Slice;
+} Product;
 
-static void run_slice(const Slice *s) {
-  const FlexQuantCall *c = s->call;
+/* Units [n0, n1) of the product: columns (int8) or packed blocks (int4). */
+static void run_share(const void *product, int64_t n0, int64_t n1) {
+  const Product *p = (const Product *)product;
+  const FlexQuantCall *c = p->call;
   const int64_t M = c->M;
-  if (s->format == FLEX_QUANT_INT8) {
+  if (p->format == FLEX_QUANT_INT8) {
     int64_t step = I8_BLOCK_BYTES / (c->K > 0 ? c->K : 1);
     step = step < 4 ? 4 : step & ~(int64_t)3;
     if (M <= FLEX_QUANT_ROWS)
-      step = s->n1 - s->n0; /* one pass over the slice's weight rows */
-    for (int64_t n = s->n0; n < s->n1; n += step) {
-      const int64_t end = n + step < s->n1 ? n + step : s->n1;
+      step = n1 - n0; /* one pass over the share's weight rows */
+    for (int64_t n = n0; n < n1; n += step) {
+      const int64_t end = n + step < n1 ? n + step : n1;
       for (int64_t m = 0; m < M; m += FLEX_QUANT_ROWS)
-        s->kernels->i8(c, m, M - m < FLEX_QUANT_ROWS ? (int)(M - m) : FLEX_QUANT_ROWS, n, end);
+        p->kernels->i8(c, m, M - m < FLEX_QUANT_ROWS ? (int)(M - m) : FLEX_QUANT_ROWS, n, end);
     }
   } else {
-    const FlexQuantI4 kernel = s->kernels->i4[c->layout];
-    for (int64_t b = s->n0; b < s->n1; ++b)
+    const FlexQuantI4 kernel = p->kernels->i4[c->layout];
+    for (int64_t b = n0; b < n1; ++b)
       for (int64_t m = 0; m < M; m += FLEX_QUANT_ROWS)
         kernel(c, m, M - m < FLEX_QUANT_ROWS ? (int)(M - m) : FLEX_QUANT_ROWS, b);
-  }
-}
-
-static void *run_pthread(void *arg) {
-  run_slice((const Slice *)arg);
-  return NULL;
-}
-
-static int num_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    return n < 1 ? 1 : n > MAX_THREADS ? MAX_THREADS : n;
-  }
-  return 1;
-}
-
-/* libgomp's entry points, when the process has it (torch's workers, the
-   ones Gemv/ and the compiled code use). */
-typedef struct {
-  void (*parallel)(void (*)(void *), void *, unsigned, unsigned);
-  int (*thread_num)(void), (*num_threads)(void), (*max_threads)(void);
-} Gomp;
-
-static const Gomp *gomp(void) {
-  static Gomp g;
-  static int state; /* 0: not looked up, 1: found, 2: missing */
-  if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 0) {
-    Gomp f;
-    *(void **)&f.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
-    *(void **)&f.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
-    *(void **)&f.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
-    *(void **)&f.max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
-    int found = f.parallel && f.thread_num && f.num_threads && f.max_threads;
-    if (found)
-      g = f;
-    __atomic_store_n(&state, found ? 1 : 2, __ATOMIC_RELEASE);
-  }
-  return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 1 ? &g : NULL;
-}
-
-typedef struct {
-  Slice *slices;
-  int count;
-} Team;
-
-static void run_team_member(void *arg) {
-  const Team *team = (const Team *)arg;
-  const Gomp *g = gomp();
-  for (int t = g->thread_num(); t < team->count; t += g->num_threads())
-    run_slice(&team->slices[t]);
-}
-
-/* Splits units [0, units) (groups of `group`) of `proto` between threads
-   and runs them. */
-static void split_and_run(const Slice *proto, int64_t units, int64_t group,
-                          int64_t weight_elements) {
-  const Gomp *g = gomp();
-  int threads = 1;
-  if (weight_elements >= MIN_PARALLEL) {
-    threads = num_cpus();
-    if (g && g->max_threads() < threads)
-      threads = g->max_threads() > 0 ? g->max_threads() : 1;
-  }
-  const int64_t groups = (units + group - 1) / group;
-  if (threads > groups)
-    threads = groups > 0 ? (int)groups : 1;
-  Slice slices[MAX_THREADS];
-  const int64_t per = groups / threads, extra = groups % threads;
-  int64_t n = 0;
-  for (int t = 0; t < threads; ++t) {
-    const int64_t count = (per + (t < extra)) * group;
-    slices[t] = *proto;
-    slices[t].n0 = n;
-    slices[t].n1 = n + count < units ? n + count : units;
-    n = slices[t].n1;
-  }
-  if (threads == 1) {
-    run_slice(&slices[0]);
-  } else if (g) {
-    Team team = {slices, threads};
-    g->parallel(run_team_member, &team, (unsigned)threads, 0);
-  } else {
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    for (int t = 1; t < threads; ++t)
-      started[t] = pthread_create(&ids[t], NULL, run_pthread, &slices[t]) == 0;
-    run_slice(&slices[0]);
-    for (int t = 1; t < threads; ++t) {
-      if (started[t])
-        pthread_join(ids[t], NULL);
-      else
-        run_slice(&slices[t]);
-    }
   }
 }
 
@@ -289,9 +195,10 @@ static void run(const char *fn, FlexQuantCall *c, int format, int x_bf16) {
     reject(fn, "out of memory widening x");
     return;
   }
-  Slice proto = {c, &g_kernels[isa], format, 0, 0};
+  const Product product = {c, &g_kernels[isa], format};
+  const int threads = flex_threads_for(c->N * c->K);
   if (format == FLEX_QUANT_INT8) {
-    split_and_run(&proto, c->N, 4, c->N * c->K);
+    flex_threads_run(run_share, &product, c->N, 4, threads);
   } else {
     const int64_t groups = c->K / c->group;
     xsum = malloc((size_t)(c->M * groups) * sizeof(float));
@@ -308,7 +215,7 @@ static void run(const char *fn, FlexQuantCall *c, int format, int x_bf16) {
         xsum[m * groups + g] = sum;
       }
     c->xsum = xsum;
-    split_and_run(&proto, c->N / flex_quant_block_cols(c->layout), 1, c->N * c->K);
+    flex_threads_run(run_share, &product, c->N / flex_quant_block_cols(c->layout), 1, threads);
   }
   free(copy);
   free(xsum);

@@ -21,6 +21,7 @@
 #define FLEX_RUNTIME_QUANT_FLEXQUANTKERNELS_H
 
 #include "../FlexBf16.h"
+#include "../FlexInternal.h"
 #include "FlexQuant.h"
 
 #include <stdint.h>
@@ -71,11 +72,10 @@ static inline void flex_quant_store(const FlexQuantCall *c, int64_t m,
     ((float *)c->y)[m * c->ym + n] = v;
 }
 
-#define FLEX_QUANT_INTERNAL __attribute__((visibility("hidden")))
-FLEX_QUANT_INTERNAL int flex_quant_install_generic(FlexQuantKernels *k);
+FLEX_RUNTIME_INTERNAL int flex_quant_install_generic(FlexQuantKernels *k);
 #if FLEX_GEMV_X86
-FLEX_QUANT_INTERNAL int flex_quant_install_avx2(FlexQuantKernels *k);
-FLEX_QUANT_INTERNAL int flex_quant_install_avx512(FlexQuantKernels *k);
+FLEX_RUNTIME_INTERNAL int flex_quant_install_avx2(FlexQuantKernels *k);
+FLEX_RUNTIME_INTERNAL int flex_quant_install_avx512(FlexQuantKernels *k);
 #endif
 
 #endif

@@ -203,8 +203,10 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
     ap.add_argument("--gguf-dir", default=os.path.join(tempfile.gettempdir(), "flex-bench-gguf"),
                     help="where llama.cpp's GGUF files are made and kept between runs")
     ap.add_argument("--readme", action="store_true")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: the table (and --readme) from this host kind's saved rows")
     args = ap.parse_args(argv)
-    host = hs.describe(measure=not args.no_measure_host)
+    host = hs.describe(measure=not (args.no_measure_host or args.report_only))
     print(hs.line(host), flush=True)
     configs = QUICK if args.quick else FULL
     if args.only:
@@ -216,7 +218,7 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
     if unknown:
         raise SystemExit(f"unknown engines {unknown}: expected some of {ENGINES}")
     new = []
-    for cfg in configs:
+    for cfg in [] if args.report_only else configs:
         row = {"config": cfg.name, "results": {}}
         with tempfile.TemporaryDirectory() as cache:
             for impl in engines:
@@ -228,6 +230,9 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
         new.append(dict(row, run=rd.now(), host=host))
     order = [c.name for c in QUICK + FULL]
     rows = rows_of(merge_rows(results, keep_other_engines(results, new), order)["rows"], hs.kind(host))
+    if args.report_only:  # the host line of the latest run that measured the host's peaks
+        measured = [r for r in rows if isinstance(r.get("host"), dict) and r["host"].get("copy_gbs")]
+        host = max(measured, key=lambda r: r.get("run", ""))["host"] if measured else host
     table = markdown(rows, host) + "\n" + format_targets(evaluate(rows)) + "\n"
     print(table)
     with open(table_path, "w") as f:

@@ -102,14 +102,46 @@ def test_a_run_of_some_engines_keeps_the_others(tmp_path):
     assert res["eager"]["run"] == "t1" and res["llama.cpp Q8_0"]["run"] == "t2"
 
 
-def test_quick_run_end_to_end(tmp_path):
-    """One tiny configuration, eager and ours, through the CLI's main: the
-    rows, the results file, the table and the README writers (on copies).
-    Ours' row is a result or an error row, never a crash."""
+def _copies(tmp_path):
     readme = tmp_path / "README.md"
     shutil.copy(os.path.join(ROOT, "README.md"), readme)
     (tmp_path / "docs" / "benchmarks").mkdir(parents=True)
     shutil.copy(os.path.join(ROOT, "docs", "benchmarks", "serving.md"), tmp_path / "docs" / "benchmarks")
+    return readme, tmp_path / "docs" / "benchmarks" / "serving.md"
+
+
+def test_report_only_writes_the_page_and_headline_from_saved_rows(tmp_path):
+    """--report-only --readme: nothing runs; this host kind's saved rows
+    make the section (twice: replaced, not appended) and the headline row,
+    the serving benchmark's own row kept."""
+    import json
+
+    from benchmarks import host as hs
+
+    readme, page = _copies(tmp_path)
+    host = dict(hs.describe(measure=False), copy_gbs=30.0)
+    row = dict(_row("qwen2-0.5b int8 f32 B=1 P=128", ours=OK, inductor=dict(OK, ms_per_token=40.0)), host=host)
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"rows": [row]}))
+    before = readme.read_text().count("(docs/benchmarks/serving.md)")
+    for _ in range(2):
+        sq.main(["--quant", "--report-only", "--readme"], results=str(results),
+                table_path=str(tmp_path / "t.md"), readme=str(readme))
+    text = page.read_text()
+    assert text.count("## Quantized models") == 1 and text.count("| qwen2-0.5b int8 f32 B=1 P=128 | ours |") == 1
+    section = text[text.index("## Quantized models"):]
+    assert "copy 30.0 GB/s" in section and section.count("| pass |") == 2  # bandwidth, inductor
+    assert section.count("| not run |") == 2  # llama.cpp
+    lines = [l for l in readme.read_text().splitlines() if "#quantized-models)" in l]
+    assert len(lines) == 1 and "Qwen2-0.5B shape int8 B=1" in lines[0] and "| 0.25 |" in lines[0]
+    assert readme.read_text().count("(docs/benchmarks/serving.md)") == before
+
+
+def test_quick_run_end_to_end(tmp_path):
+    """One tiny configuration, eager and ours, through the CLI's main: the
+    rows, the results file, the table and the README writers (on copies).
+    Ours' row is a result or an error row, never a crash."""
+    readme, _ = _copies(tmp_path)
     name = sq.QUICK[0].name
     rows = sq.main(["--quant", "--only", name, "--impls", "eager,ours", "--reps", "1", "--no-measure-host",
                     "--readme"], results=str(tmp_path / "r.json"), table_path=str(tmp_path / "t.md"),

@@ -238,6 +238,9 @@ TILED_STAGES = (
     Stage("fold-matmul-operands", "func.func(flex-fold-matmul-operands)",
           "blas: matmuls read the weights and narrow inputs in place (docs/dense-ops.md)",
           when=lambda o: o.blas),
+    Stage("fold-int-matmul-operands", "func.func(flex-fold-int-matmul-operands)",
+          "i8 x i8 -> i32 products (torchao's _int_mm) and the weight's column sum read the "
+          "int8 weight through their maps, not a transposed copy of it per call"),
     Stage("flex-to-flash", _flash,
           "flex.attention as scf.forall (B, Hq, M-tiles) + scf.for (N-tiles) of tile ops; "
           "ops it leaves (dynamic E/Ev) go to flex-to-loops after bufferization"),
@@ -266,6 +269,9 @@ TILED_STAGES = (
     Stage("quant-matmul-to-calls", "flex-quant-matmul-to-calls",
           "flex.quant_matmul (bufferized as it is) as calls of the runtime's fused quantized "
           "kernels; after deallocation (raw pointers), before copies-to-linalg (its copies)"),
+    Stage("int-matmul-to-calls", "flex-int-matmul-to-calls",
+          "i8 x i8 -> i32 products as calls of the runtime's int8 GEMM (flex_gemm_u8s8, "
+          "VNNI where the CPU has it); after deallocation (raw pointers)"),
     Stage("copies-to-linalg", "func.func(flex-copies-to-linalg)",
           "memref.copy of strided views would call the runtime library's memrefCopy"),
     Stage("simplify-buffers", "cse,canonicalize", "clean up after bufferization"),

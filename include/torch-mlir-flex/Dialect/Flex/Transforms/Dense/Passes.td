@@ -236,4 +236,60 @@ def FlexQuantMatmulToCalls : Pass<"flex-quant-matmul-to-calls", "ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def FlexFoldIntMatmulOperands : Pass<"flex-fold-int-matmul-operands", "func::FuncOp"> {
+  let summary = "Fold the transposes feeding i8 x i8 -> i32 products into the maps of their readers";
+  let description = [{
+    torch-mlir lowers `aten._int_mm(a, t(w))` (torchao's dynamic-activation
+    int8 linears) to a `linalg.generic` summing `extui(a) * extsi(b)` (or
+    `extsi(a) * extsi(b)`) in i32 over a `linalg.transpose` of the int8
+    weight, a full copy every call, which the weight's column sum beside it
+    reads too. For each transpose feeding an input of such a product (the
+    form flex-int-matmul-to-calls matches), every `linalg.generic` reading
+    the transpose's result as an input reads its source instead, the
+    operand's indexing map permuted accordingly; the transpose is erased
+    when nothing else reads it.
+
+    ```mlir
+    %t = linalg.transpose ins(%w : tensor<128x64xi8>) outs(%e : tensor<64x128xi8>)
+           permutation = [1, 0]
+    %r = linalg.generic {indexing_maps = [(m,n,k) -> (m,k), (m,n,k) -> (k,n), (m,n,k) -> (m,n)]}
+           ins(%a, %t : tensor<?x64xi8>, tensor<64x128xi8>) ...
+    ==>
+    %r = linalg.generic {indexing_maps = [(m,n,k) -> (m,k), (m,n,k) -> (n,k), (m,n,k) -> (m,n)]}
+           ins(%a, %w : tensor<?x64xi8>, tensor<128x64xi8>) ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FlexIntMatmulToCalls : Pass<"flex-int-matmul-to-calls", "ModuleOp"> {
+  let summary = "Bufferized i8 x i8 -> i32 products -> calls of the runtime's int8 GEMM";
+  let description = [{
+    Each `linalg.generic` on strided memrefs that sums `ext(a) * extsi(b)`
+    into an i32 init over one reduction loop, a from an i8 A indexed by
+    (m, k) and extended by `extui` or `extsi`, b from an i8 B indexed by
+    (k, n), C indexed by (m, n) (plain dims in any order; the body
+    `addi(out, muli(...))`, operands in either order), and each signed
+    i8 x i8 -> i32 `linalg.matmul`, becomes a call of `flex_gemm_u8s8`
+    (lib/Runtime/Quant/FlexQuantInt8Gemm.c), every argument an `index`:
+
+    ```
+    (M, N, K, a_ptr, a_off, a(m), a(k), b_ptr, b_off, b(k), b(n),
+     c_ptr, c_off, c(m), c(n), flags)
+    ```
+
+    pointers the aligned ones, offsets and strides in elements read with
+    `memref.extract_strided_metadata`; `flags` bit 1: add to C (cleared,
+    and the fill erased, when a zero `linalg.fill` of C comes right
+    before), bit 2: A is signed (`extsi`). The runtime reads A's rows and
+    B's columns in place where k is contiguous in them (B the weight
+    w [N,K] itself after flex-fold-int-matmul-operands) and copies them
+    otherwise. Runs after deallocation (raw pointers), like
+    flex-matmul-to-blas.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_DENSE_PASSES

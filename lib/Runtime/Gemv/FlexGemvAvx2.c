@@ -17,43 +17,22 @@
  *===----------------------------------------------------------------------===*/
 #include "FlexGemvKernels.h"
 
-#include <immintrin.h>
+#include "../FlexX86.h"
+
 #include <string.h>
-
-#define FLEX_AVX2 __attribute__((target("avx2,fma")))
-#define FLEX_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-
-FLEX_AVX2_INLINE float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-/* Lanes [0, n) set, n in 0..8. */
-FLEX_AVX2_INLINE __m256i first_lanes(int64_t n) {
-  static const int32_t ones_then_zeros[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                              0,  0,  0,  0,  0,  0,  0,  0};
-  return _mm256_loadu_si256((const __m256i *)(ones_then_zeros + 8 - n));
-}
-
-/* 8 bf16 at p as 8 f32: zero-extended to 32 bits, moved to the high half. */
-FLEX_AVX2_INLINE __m256 widen(const uint16_t *p) {
-  __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
-}
 
 /* The last K - K8 (< 8) bf16 of a row, widened; the other lanes 0. */
 FLEX_AVX2_INLINE __m256 widen_tail(const uint16_t *p, int64_t count) {
   uint16_t block[8] = {0};
   memcpy(block, p, (size_t)count * sizeof(uint16_t));
-  return widen(block);
+  return flex_avx2_widen_bf16(block);
 }
 
 /* Weight vectors: f32 loaded, or bf16 widened. `bf16` is a constant where
    inlined, so each kernel below is compiled for one of them. */
 FLEX_AVX2_INLINE __m256 weights(const void *row, int64_t k, const int bf16) {
-  return bf16 ? widen((const uint16_t *)row + k) : _mm256_loadu_ps((const float *)row + k);
+  return bf16 ? flex_avx2_widen_bf16((const uint16_t *)row + k)
+              : _mm256_loadu_ps((const float *)row + k);
 }
 
 FLEX_AVX2_INLINE __m256 weights_tail(const void *row, int64_t k, int64_t count,
@@ -68,7 +47,7 @@ FLEX_AVX2_INLINE void rows_1(const FlexGemvSlice *s, const int bf16) {
   const float *x = (const float *)s->x;
   const int64_t K = s->K, K8 = K & ~(int64_t)7;
   const size_t es = bf16 ? sizeof(uint16_t) : sizeof(float);
-  const __m256i mask = first_lanes(K - K8);
+  const __m256i mask = flex_avx2_first_lanes(K - K8);
   for (int64_t n = s->n0; n < s->n1; ++n) {
     const void *r = (const char *)s->w + (size_t)(n * s->ldw) * es;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -84,7 +63,7 @@ FLEX_AVX2_INLINE void rows_1(const FlexGemvSlice *s, const int bf16) {
     if (K8 < K)
       a1 = _mm256_fmadd_ps(weights_tail(r, K8, K - K8, mask, bf16),
                            _mm256_maskload_ps(x + K8, mask), a1);
-    flex_gemv_store(s, 0, n, hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))));
+    flex_gemv_store(s, 0, n, flex_avx2_hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3))));
   }
 }
 
@@ -95,7 +74,7 @@ FLEX_AVX2_INLINE void rows_m(const FlexGemvSlice *s, const int M, const int bf16
   const float *x = (const float *)s->x;
   const int64_t K = s->K, K8 = K & ~(int64_t)7, xm = s->xm;
   const size_t es = bf16 ? sizeof(uint16_t) : sizeof(float);
-  const __m256i mask = first_lanes(K - K8);
+  const __m256i mask = flex_avx2_first_lanes(K - K8);
   for (int64_t n = s->n0; n < s->n1; ++n) {
     const void *r = (const char *)s->w + (size_t)(n * s->ldw) * es;
     __m256 a[FLEX_GEMV_MAX_ROWS], b[FLEX_GEMV_MAX_ROWS];
@@ -120,7 +99,7 @@ FLEX_AVX2_INLINE void rows_m(const FlexGemvSlice *s, const int M, const int bf16
         b[m] = _mm256_fmadd_ps(w0, _mm256_maskload_ps(x + m * xm + K8, mask), b[m]);
     }
     for (int m = 0; m < M; ++m)
-      flex_gemv_store(s, m, n, hsum(_mm256_add_ps(a[m], b[m])));
+      flex_gemv_store(s, m, n, flex_avx2_hsum(_mm256_add_ps(a[m], b[m])));
   }
 }
 

@@ -12,9 +12,8 @@
  *===----------------------------------------------------------------------===*/
 #include "FlexGemvKernels.h"
 
-#include <immintrin.h>
+#include "../FlexX86.h"
 
-#define FLEX_AVX512 __attribute__((target("avx512f")))
 #define FLEX_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 /* One row at a time (a sequential stream: 1.45x the read rate of four rows
@@ -46,8 +45,7 @@ FLEX_AVX512 static void f32_rows_1(const FlexGemvSlice *s) {
 /* M (2..FLEX_GEMV_MAX_ROWS, a constant where inlined) rows of x against one
  * weight row at a time: each 16 weights loaded once, two accumulators a
  * row. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-f32_rows_m(const FlexGemvSlice *s, const int M) {
+FLEX_AVX512_INLINE void f32_rows_m(const FlexGemvSlice *s, const int M) {
   const int64_t K = s->K, K16 = K & ~(int64_t)15;
   const __mmask16 tail = (__mmask16)((1u << (K - K16)) - 1u);
   const float *x = (const float *)s->x;

@@ -160,23 +160,28 @@ static const float *f32_rows(const void *x, int64_t M, int64_t K, int64_t rs,
   return wide;
 }
 
+/* The arguments of a call as passed: pointers as addresses, offsets and
+   row strides in elements (FlexQuant.h); w_rs of int8 only, group and
+   layout of int4 only (0 in the other). */
+typedef struct {
+  int64_t M, N, K, x_ptr, x_off, x_rs, w_ptr, w_off, w_rs, s_ptr, s_off, y_ptr, y_off, y_rs;
+  int64_t group, layout, flags;
+} Args;
+
 /* Checks shared by both formats; NULL when the call is well-formed. */
-static const char *check_common(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
-                                int64_t x_off, int64_t x_rs, int64_t w_ptr,
-                                int64_t w_off, int64_t s_ptr, int64_t s_off,
-                                int64_t y_ptr, int64_t y_off, int64_t y_rs,
-                                int64_t flags) {
+static const char *check_common(const Args *a) {
+  const int64_t M = a->M, N = a->N, K = a->K;
   if (M < 0 || N < 0 || K < 0)
     return "negative size";
-  if (flags & ~(int64_t)(FLEX_QUANT_X_BF16 | FLEX_QUANT_Y_BF16 | FLEX_QUANT_S_BF16))
+  if (a->flags & ~(int64_t)(FLEX_QUANT_X_BF16 | FLEX_QUANT_Y_BF16 | FLEX_QUANT_S_BF16))
     return "unknown flag bits";
-  if (x_off < 0 || w_off < 0 || s_off < 0 || y_off < 0)
+  if (a->x_off < 0 || a->w_off < 0 || a->s_off < 0 || a->y_off < 0)
     return "negative offset";
-  if ((M > 1 && x_rs < K) || (M > 1 && y_rs < N))
+  if ((M > 1 && a->x_rs < K) || (M > 1 && a->y_rs < N))
     return "row stride of x or y smaller than its row";
-  if (M > 0 && N > 0 && !y_ptr)
+  if (M > 0 && N > 0 && !a->y_ptr)
     return "null y";
-  if (M > 0 && N > 0 && K > 0 && (!x_ptr || !w_ptr || !s_ptr))
+  if (M > 0 && N > 0 && K > 0 && (!a->x_ptr || !a->w_ptr || !a->s_ptr))
     return "null x, weight or scales";
   return NULL;
 }
@@ -222,35 +227,41 @@ static void run(const char *fn, FlexQuantCall *c, int format, int x_bf16) {
   __atomic_add_fetch(&g_products[isa][format], 1, __ATOMIC_RELAXED);
 }
 
+/* Refuses the call where `bad` (the first check it failed), else runs it
+   in `format`. */
+static void checked_run(const char *fn, int format, const Args *a, const char *bad) {
+  if (bad) {
+    reject(fn, bad);
+    return;
+  }
+  const int xb = (a->flags & FLEX_QUANT_X_BF16) != 0, yb = (a->flags & FLEX_QUANT_Y_BF16) != 0;
+  const int sb = (a->flags & FLEX_QUANT_S_BF16) != 0;
+  void *y = (char *)(intptr_t)a->y_ptr + a->y_off * (yb ? 2 : 4);
+  if (a->M == 0 || a->N == 0)
+    return;
+  if (a->K == 0) {
+    zero_y(a->M, a->N, y, a->y_rs, yb);
+    return;
+  }
+  FlexQuantCall c = {a->M, a->N, a->K,
+                     (const float *)((const char *)(intptr_t)a->x_ptr + a->x_off * (xb ? 2 : 4)),
+                     a->x_rs, NULL, (const uint8_t *)(intptr_t)a->w_ptr + a->w_off, a->w_rs,
+                     (const char *)(intptr_t)a->s_ptr + a->s_off * (sb ? 2 : 4), y, a->y_rs,
+                     a->group, a->layout, sb, yb};
+  run(fn, &c, format, xb);
+}
+
 void flex_quant_matmul_i8(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
                           int64_t x_off, int64_t x_rs, int64_t w_ptr,
                           int64_t w_off, int64_t w_rs, int64_t s_ptr,
                           int64_t s_off, int64_t y_ptr, int64_t y_off,
                           int64_t y_rs, int64_t flags) {
-  static const char fn[] = "flex_quant_matmul_i8";
-  const char *bad = check_common(M, N, K, x_ptr, x_off, x_rs, w_ptr, w_off, s_ptr, s_off,
-                                 y_ptr, y_off, y_rs, flags);
+  const Args a = {M,     N,     K,     x_ptr, x_off, x_rs, w_ptr, w_off, w_rs,
+                  s_ptr, s_off, y_ptr, y_off, y_rs,  0,    0,     flags};
+  const char *bad = check_common(&a);
   if (!bad && N > 1 && w_rs < K)
     bad = "row stride of the weight smaller than its row";
-  if (bad) {
-    reject(fn, bad);
-    return;
-  }
-  const int xb = (flags & FLEX_QUANT_X_BF16) != 0, yb = (flags & FLEX_QUANT_Y_BF16) != 0;
-  const int sb = (flags & FLEX_QUANT_S_BF16) != 0;
-  void *y = (char *)(intptr_t)y_ptr + y_off * (yb ? 2 : 4);
-  if (M == 0 || N == 0)
-    return;
-  if (K == 0) {
-    zero_y(M, N, y, y_rs, yb);
-    return;
-  }
-  FlexQuantCall c = {M, N, K,
-                     (const float *)((const char *)(intptr_t)x_ptr + x_off * (xb ? 2 : 4)), x_rs,
-                     NULL, (const uint8_t *)(intptr_t)w_ptr + w_off, w_rs,
-                     (const char *)(intptr_t)s_ptr + s_off * (sb ? 2 : 4), y, y_rs,
-                     0, 0, sb, yb};
-  run(fn, &c, FLEX_QUANT_INT8, xb);
+  checked_run("flex_quant_matmul_i8", FLEX_QUANT_INT8, &a, bad);
 }
 
 void flex_quant_matmul_i4(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
@@ -258,32 +269,14 @@ void flex_quant_matmul_i4(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
                           int64_t w_off, int64_t sz_ptr, int64_t sz_off,
                           int64_t y_ptr, int64_t y_off, int64_t y_rs,
                           int64_t group_size, int64_t layout, int64_t flags) {
-  static const char fn[] = "flex_quant_matmul_i4";
-  const char *bad = check_common(M, N, K, x_ptr, x_off, x_rs, w_ptr, w_off, sz_ptr, sz_off,
-                                 y_ptr, y_off, y_rs, flags);
+  const Args a = {M,      N,      K,     x_ptr, x_off, x_rs,       w_ptr,  w_off, 0,
+                  sz_ptr, sz_off, y_ptr, y_off, y_rs,  group_size, layout, flags};
+  const char *bad = check_common(&a);
   if (!bad && (layout < 0 || layout > 2))
     bad = "layout not 0, 1 or 2";
   else if (!bad && (group_size <= 0 || K % group_size != 0))
     bad = "group size not a positive divisor of K";
   else if (!bad && N % flex_quant_block_cols(layout) != 0)
     bad = "N not a multiple of the packing's column block (32, or 64 for layout 2)";
-  if (bad) {
-    reject(fn, bad);
-    return;
-  }
-  const int xb = (flags & FLEX_QUANT_X_BF16) != 0, yb = (flags & FLEX_QUANT_Y_BF16) != 0;
-  const int sb = (flags & FLEX_QUANT_S_BF16) != 0;
-  void *y = (char *)(intptr_t)y_ptr + y_off * (yb ? 2 : 4);
-  if (M == 0 || N == 0)
-    return;
-  if (K == 0) {
-    zero_y(M, N, y, y_rs, yb);
-    return;
-  }
-  FlexQuantCall c = {M, N, K,
-                     (const float *)((const char *)(intptr_t)x_ptr + x_off * (xb ? 2 : 4)), x_rs,
-                     NULL, (const uint8_t *)(intptr_t)w_ptr + w_off, 0,
-                     (const char *)(intptr_t)sz_ptr + sz_off * (sb ? 2 : 4), y, y_rs,
-                     group_size, layout, sb, yb};
-  run(fn, &c, FLEX_QUANT_INT4, xb);
+  checked_run("flex_quant_matmul_i4", FLEX_QUANT_INT4, &a, bad);
 }

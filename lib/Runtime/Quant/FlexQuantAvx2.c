@@ -19,18 +19,9 @@
  *===----------------------------------------------------------------------===*/
 #include "FlexQuantKernels.h"
 
-#include <immintrin.h>
+#include "../FlexX86.h"
+
 #include <string.h>
-
-#define FLEX_AVX2 __attribute__((target("avx2,fma")))
-#define FLEX_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
-
-FLEX_AVX2_INLINE float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 FLEX_AVX2_INLINE __m256 widen_i8(const int8_t *p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
@@ -40,19 +31,14 @@ FLEX_AVX2_INLINE __m256 widen_i8(const int8_t *p) {
    inlined): R * W sums of 8 lanes. */
 FLEX_AVX2_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R, const int W,
                               int64_t n) {
-  static const int32_t ones_then_zeros[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
-                                              0,  0,  0,  0,  0,  0,  0,  0};
   const int64_t K = c->K, K8 = K & ~(int64_t)7;
   __m256 acc[FLEX_QUANT_ROWS][4];
   const int8_t *wr[4];
   const float *x[FLEX_QUANT_ROWS];
-  for (int j = 0; j < W; ++j)
-    wr[j] = (const int8_t *)c->w + (n + j) * c->wm;
-  for (int m = 0; m < R; ++m) {
-    x[m] = c->x + (m0 + m) * c->xm;
+  flex_quant_i8_tile_rows(c, m0, R, n, W, wr, x);
+  for (int m = 0; m < R; ++m)
     for (int j = 0; j < W; ++j)
       acc[m][j] = _mm256_setzero_ps();
-  }
   for (int64_t k = 0; k < K8; k += 8) {
     __m256 xv[FLEX_QUANT_ROWS];
     for (int m = 0; m < R; ++m)
@@ -64,7 +50,7 @@ FLEX_AVX2_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R, c
     }
   }
   if (K8 < K) {
-    const __m256i mask = _mm256_loadu_si256((const __m256i *)(ones_then_zeros + 8 - (K - K8)));
+    const __m256i mask = flex_avx2_first_lanes(K - K8);
     __m256 xv[FLEX_QUANT_ROWS];
     for (int m = 0; m < R; ++m)
       xv[m] = _mm256_maskload_ps(x[m] + K8, mask);
@@ -79,7 +65,7 @@ FLEX_AVX2_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R, c
   for (int j = 0; j < W; ++j) {
     const float s = flex_quant_scale(c, n + j);
     for (int m = 0; m < R; ++m)
-      flex_quant_store(c, m0 + m, n + j, hsum(acc[m][j]) * s);
+      flex_quant_store(c, m0 + m, n + j, flex_avx2_hsum(acc[m][j]) * s);
   }
 }
 
@@ -93,25 +79,12 @@ FLEX_AVX2_INLINE void i8_run(const FlexQuantCall *c, int64_t m0, const int R, in
     i8_tile(c, m0, R, 1, n);
 }
 
-FLEX_AVX2 static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows, int64_t n0,
-                              int64_t n1) {
-  switch (rows) {
-  case 1: i8_run(c, m0, 1, n0, n1); break;
-  case 2: i8_run(c, m0, 2, n0, n1); break;
-  case 3: i8_run(c, m0, 3, n0, n1); break;
-  default: i8_run(c, m0, 4, n0, n1); break;
-  }
-}
-
 /* The scales and zeros of 8 columns: pairs from element `at` of sz. */
 FLEX_AVX2_INLINE void scales_zeros(const FlexQuantCall *c, int64_t at, __m256 *s, __m256 *z) {
   __m256 a, b;
   if (c->s_bf16) {
-    const uint16_t *p = (const uint16_t *)c->s + at;
-    a = _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-    b = _mm256_castsi256_ps(_mm256_slli_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 8))), 16));
+    a = flex_avx2_widen_bf16((const uint16_t *)c->s + at);
+    b = flex_avx2_widen_bf16((const uint16_t *)c->s + at + 8);
   } else {
     a = _mm256_loadu_ps((const float *)c->s + at);
     b = _mm256_loadu_ps((const float *)c->s + at + 8);
@@ -206,29 +179,12 @@ FLEX_AVX2_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R, 
       flex_quant_store(c, m0 + m, n_base + j, y[m][j]);
 }
 
-#define FLEX_I4_LAYOUT(L)                                                        \
-  FLEX_AVX2 static void i4_layout##L(const FlexQuantCall *c, int64_t m0, int rows, \
-                                     int64_t b) {                                \
-    switch (rows) {                                                              \
-    case 1: i4_block(c, m0, 1, b, L); break;                                     \
-    case 2: i4_block(c, m0, 2, b, L); break;                                     \
-    case 3: i4_block(c, m0, 3, b, L); break;                                     \
-    default: i4_block(c, m0, 4, b, L); break;                                    \
-    }                                                                            \
-  }
-FLEX_I4_LAYOUT(0)
-FLEX_I4_LAYOUT(1)
-FLEX_I4_LAYOUT(2)
-#undef FLEX_I4_LAYOUT
+FLEX_QUANT_ENTRY_POINTS(FLEX_AVX2)
 
 /* Every kernel, where the CPU has AVX2 and FMA. */
 int flex_quant_install_avx2(FlexQuantKernels *k) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
     return 0;
-  k->i8 = i8_rows;
-  k->i4[0] = i4_layout0;
-  k->i4[1] = i4_layout1;
-  k->i4[2] = i4_layout2;
-  return 1;
+  return fill_kernels(k);
 }

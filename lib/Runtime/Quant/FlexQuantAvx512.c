@@ -20,11 +20,9 @@
  *===----------------------------------------------------------------------===*/
 #include "FlexQuantKernels.h"
 
-#include <immintrin.h>
-#include <string.h>
+#include "../FlexX86.h"
 
-#define FLEX_AVX512 __attribute__((target("avx512f")))
-#define FLEX_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
+#include <string.h>
 
 FLEX_AVX512_INLINE __m512 widen_i8(const int8_t *p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
@@ -39,13 +37,10 @@ FLEX_AVX512_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R,
   __m512 acc[FLEX_QUANT_ROWS][4];
   const int8_t *wr[4];
   const float *x[FLEX_QUANT_ROWS];
-  for (int j = 0; j < W; ++j)
-    wr[j] = (const int8_t *)c->w + (n + j) * c->wm;
-  for (int m = 0; m < R; ++m) {
-    x[m] = c->x + (m0 + m) * c->xm;
+  flex_quant_i8_tile_rows(c, m0, R, n, W, wr, x);
+  for (int m = 0; m < R; ++m)
     for (int j = 0; j < W; ++j)
       acc[m][j] = _mm512_setzero_ps();
-  }
   for (int64_t k = 0; k < K16; k += 16) {
     __m512 xv[FLEX_QUANT_ROWS];
     for (int m = 0; m < R; ++m)
@@ -82,16 +77,6 @@ FLEX_AVX512_INLINE void i8_run(const FlexQuantCall *c, int64_t m0, const int R,
     i8_tile(c, m0, R, 4, n);
   for (; n < n1; ++n)
     i8_tile(c, m0, R, 1, n);
-}
-
-FLEX_AVX512 static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows,
-                                int64_t n0, int64_t n1) {
-  switch (rows) {
-  case 1: i8_run(c, m0, 1, n0, n1); break;
-  case 2: i8_run(c, m0, 2, n0, n1); break;
-  case 3: i8_run(c, m0, 3, n0, n1); break;
-  default: i8_run(c, m0, 4, n0, n1); break;
-  }
 }
 
 /* The nibbles of columns 16v .. 16v+15 of a packed row of `layout`, as 16
@@ -187,29 +172,12 @@ FLEX_AVX512_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R
   }
 }
 
-#define FLEX_I4_LAYOUT(L)                                                        \
-  FLEX_AVX512 static void i4_layout##L(const FlexQuantCall *c, int64_t m0,       \
-                                       int rows, int64_t b) {                    \
-    switch (rows) {                                                              \
-    case 1: i4_block(c, m0, 1, b, L); break;                                     \
-    case 2: i4_block(c, m0, 2, b, L); break;                                     \
-    case 3: i4_block(c, m0, 3, b, L); break;                                     \
-    default: i4_block(c, m0, 4, b, L); break;                                    \
-    }                                                                            \
-  }
-FLEX_I4_LAYOUT(0)
-FLEX_I4_LAYOUT(1)
-FLEX_I4_LAYOUT(2)
-#undef FLEX_I4_LAYOUT
+FLEX_QUANT_ENTRY_POINTS(FLEX_AVX512)
 
 /* Every kernel, where the CPU has AVX512F. */
 int flex_quant_install_avx512(FlexQuantKernels *k) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx512f"))
     return 0;
-  k->i8 = i8_rows;
-  k->i4[0] = i4_layout0;
-  k->i4[1] = i4_layout1;
-  k->i4[2] = i4_layout2;
-  return 1;
+  return fill_kernels(k);
 }

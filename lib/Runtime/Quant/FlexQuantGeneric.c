@@ -16,8 +16,10 @@
 
 enum { LANES = 8, CHUNK = 512 };
 
-static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows, int64_t n0,
-                    int64_t n1) {
+/* Weight rows [n0, n1) against R rows of x from m0 (R a constant where
+   inlined). */
+__attribute__((always_inline)) static inline void
+i8_run(const FlexQuantCall *c, int64_t m0, const int R, int64_t n0, int64_t n1) {
   const int64_t K = c->K;
   float wide[CHUNK];
   for (int64_t n = n0; n < n1; ++n) {
@@ -27,7 +29,7 @@ static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows, int64_t n0,
       const int64_t len = K - k0 < CHUNK ? K - k0 : CHUNK, vec = len - len % LANES;
       for (int64_t k = 0; k < len; ++k)
         wide[k] = (float)wr[k0 + k];
-      for (int m = 0; m < rows; ++m) {
+      for (int m = 0; m < R; ++m) {
         const float *x = c->x + (m0 + m) * c->xm + k0;
         float a[LANES];
         for (int j = 0; j < LANES; ++j)
@@ -42,7 +44,7 @@ static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows, int64_t n0,
       }
     }
     const float s = flex_quant_scale(c, n);
-    for (int m = 0; m < rows; ++m) {
+    for (int m = 0; m < R; ++m) {
       float sum = 0.0f;
       for (int j = 0; j < LANES; ++j)
         sum += acc[m][j];
@@ -104,25 +106,6 @@ i4_block(const FlexQuantCall *c, int64_t m0, const int R, int64_t block, const i
       flex_quant_store(c, m0 + m, n_base + j, yacc[m][j]);
 }
 
-#define FLEX_I4_LAYOUT(L)                                                        \
-  static void i4_layout##L(const FlexQuantCall *c, int64_t m0, int rows,         \
-                           int64_t b) {                                          \
-    switch (rows) {                                                              \
-    case 1: i4_block(c, m0, 1, b, L); break;                                     \
-    case 2: i4_block(c, m0, 2, b, L); break;                                     \
-    case 3: i4_block(c, m0, 3, b, L); break;                                     \
-    default: i4_block(c, m0, 4, b, L); break;                                    \
-    }                                                                            \
-  }
-FLEX_I4_LAYOUT(0)
-FLEX_I4_LAYOUT(1)
-FLEX_I4_LAYOUT(2)
-#undef FLEX_I4_LAYOUT
+FLEX_QUANT_ENTRY_POINTS()
 
-int flex_quant_install_generic(FlexQuantKernels *k) {
-  k->i8 = i8_rows;
-  k->i4[0] = i4_layout0;
-  k->i4[1] = i4_layout1;
-  k->i4[2] = i4_layout2;
-  return 1;
-}
+int flex_quant_install_generic(FlexQuantKernels *k) { return fill_kernels(k); }

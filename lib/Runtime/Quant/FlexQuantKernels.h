@@ -52,6 +52,13 @@ typedef struct {
   FlexQuantI4 i4[3]; /* by layout */
 } FlexQuantKernels;
 
+/* The kernel files' install functions (the contract above). */
+FLEX_RUNTIME_INTERNAL int flex_quant_install_generic(FlexQuantKernels *k);
+#if FLEX_GEMV_X86
+FLEX_RUNTIME_INTERNAL int flex_quant_install_avx2(FlexQuantKernels *k);
+FLEX_RUNTIME_INTERNAL int flex_quant_install_avx512(FlexQuantKernels *k);
+#endif
+
 /* Columns of one packed block of `layout`. */
 static inline int64_t flex_quant_block_cols(int64_t layout) {
   return layout == 2 ? 64 : 32;
@@ -72,10 +79,52 @@ static inline void flex_quant_store(const FlexQuantCall *c, int64_t m,
     ((float *)c->y)[m * c->ym + n] = v;
 }
 
-FLEX_RUNTIME_INTERNAL int flex_quant_install_generic(FlexQuantKernels *k);
-#if FLEX_GEMV_X86
-FLEX_RUNTIME_INTERNAL int flex_quant_install_avx2(FlexQuantKernels *k);
-FLEX_RUNTIME_INTERNAL int flex_quant_install_avx512(FlexQuantKernels *k);
-#endif
+/* The rows an int8 tile reads: W weight rows from n (wr[j]) and R rows
+   of x from m0 (x[m]). */
+__attribute__((always_inline)) static inline void
+flex_quant_i8_tile_rows(const FlexQuantCall *c, int64_t m0, int R, int64_t n, int W,
+                        const int8_t **wr, const float **x) {
+  for (int j = 0; j < W; ++j)
+    wr[j] = (const int8_t *)c->w + (n + j) * c->wm;
+  for (int m = 0; m < R; ++m)
+    x[m] = c->x + (m0 + m) * c->xm;
+}
+
+/* The entry points of a kernel file, from its two templates (always
+ * inlined; R, the rows of x, and the layout constants here, so that each
+ * row count and layout gets its own compiled copy):
+ *   i8_run(c, m0, R, n0, n1)           int8: columns [n0, n1);
+ *   i4_block(c, m0, R, block, layout)  int4: one packed block.
+ * ATTR is the file's target attribute (empty in baseline code). Defines
+ * the FlexQuantI8 i8_rows, the FlexQuantI4 i4_layout0..2 and
+ * fill_kernels(k), which puts them in *k and returns 1. */
+/* template(c, m0, R, a, b) with R = rows, 1 to 4, a constant. */
+#define FLEX_QUANT_BY_ROWS_(template, a, b)                                    \
+  switch (rows) {                                                              \
+  case 1: template(c, m0, 1, a, b); break;                                     \
+  case 2: template(c, m0, 2, a, b); break;                                     \
+  case 3: template(c, m0, 3, a, b); break;                                     \
+  default: template(c, m0, 4, a, b); break;                                    \
+  }
+#define FLEX_QUANT_I4_LAYOUT_(ATTR, L)                                         \
+  ATTR static void i4_layout##L(const FlexQuantCall *c, int64_t m0, int rows,  \
+                                int64_t b) {                                   \
+    FLEX_QUANT_BY_ROWS_(i4_block, b, L)                                        \
+  }
+#define FLEX_QUANT_ENTRY_POINTS(ATTR)                                          \
+  ATTR static void i8_rows(const FlexQuantCall *c, int64_t m0, int rows,       \
+                           int64_t n0, int64_t n1) {                           \
+    FLEX_QUANT_BY_ROWS_(i8_run, n0, n1)                                        \
+  }                                                                            \
+  FLEX_QUANT_I4_LAYOUT_(ATTR, 0)                                               \
+  FLEX_QUANT_I4_LAYOUT_(ATTR, 1)                                               \
+  FLEX_QUANT_I4_LAYOUT_(ATTR, 2)                                               \
+  static int fill_kernels(FlexQuantKernels *k) {                               \
+    k->i8 = i8_rows;                                                           \
+    k->i4[0] = i4_layout0;                                                     \
+    k->i4[1] = i4_layout1;                                                     \
+    k->i4[2] = i4_layout2;                                                     \
+    return 1;                                                                  \
+  }
 
 #endif

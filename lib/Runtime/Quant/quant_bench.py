@@ -8,8 +8,9 @@ through flex_quant_matmul_i8 / _i4 of the built runtime, each ISA forced in
 turn, and torch's own int4 kernel (aten._weight_int4pack_mm_for_cpu) on the
 same bytes. Prints GB/s of quantized weight bytes read (and with the scales
 and zeros counted too; each product's best of `--repeat` rounds, the variants
-in turn in each), a tensor copy's GB/s (bytes read + written, as benchmarks/timing.py
-counts it) measured in the same run (first and last), and the host's CPU.
+in turn in each), a tensor copy's GB/s (bytes read + written:
+benchmarks/timing.py's copy_bandwidth_gbs) measured in the same run (first
+and last), and the host's CPU.
 
     PYTHONPATH=python python lib/Runtime/Quant/quant_bench.py [--threads 2] [--dtype f32] [--no-torch]
 """
@@ -22,7 +23,10 @@ import time
 
 import torch
 
-from torch_mlir_flex.backend import blas, cpu_features
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+
+from benchmarks.timing import copy_bandwidth_gbs  # noqa: E402
+from torch_mlir_flex.backend import blas, cpu_features  # noqa: E402
 
 SHAPES = [(896, 4864), (4864, 896), (896, 896)]
 LAYERS, GROUP = 24, 32
@@ -38,17 +42,6 @@ def host_layout():
         if torch.equal(packed, (lo | (hi << 4)).to(torch.uint8).reshape(128, 32)):
             return layout
     raise SystemExit("torch packs int4 in a layout none of 0/1/2")
-
-
-def copy_gbs(mib=256, reps=5):
-    a = torch.ones(mib * 2**18, dtype=torch.float32)
-    b = torch.empty_like(a)
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        b.copy_(a)
-        best = min(best, time.perf_counter() - t)
-    return 2 * a.numel() * 4 / best / 1e9
 
 
 def weights(fmt, n, k, dtype):
@@ -98,7 +91,7 @@ def main():
     print(f"host: {cpu.get('model name', '?')} (family {cpu.get('cpu family', '?')}, model "
           f"{cpu.get('model', '?')}), {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
           f"kernel ISAs {', '.join(blas.runtime_isas())}, torch int4 layout {layout}, x {args.dtype}")
-    print(f"copy: {copy_gbs():.1f} GB/s (read + written)", flush=True)
+    print(f"copy: {copy_bandwidth_gbs():.1f} GB/s (read + written)", flush=True)
     for fmt in ("int8", "int4"):
         for n, k in SHAPES:
             ws = weights(fmt, n, k, dtype)
@@ -130,7 +123,7 @@ def main():
                       f"({(total + scales) / t / 1e9:5.1f} with scales) {t / LAYERS * 1e6:7.1f} "
                       f"us/product ({total / 1e6:.0f} MB)", flush=True)
             del ws
-    print(f"copy again: {copy_gbs():.1f} GB/s (read + written)", flush=True)
+    print(f"copy again: {copy_bandwidth_gbs():.1f} GB/s (read + written)", flush=True)
     return 0
 
 

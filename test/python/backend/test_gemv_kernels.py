@@ -6,8 +6,8 @@ without it the AVX2 one runs bf16 weights). Every variant runs the compiled
 path (torch_mlir_flex.compile of a Linear) with its ISA forced
 (`blas.set_runtime_isa`), its counter proves which kernel ran, and the
 result is compared with the exact product within the f32 summation bound.
-What the host should run is read from /proc/cpuinfo here, not asked of the
-runtime.
+What the host should run is read from /proc/cpuinfo (kernel_isas.py), not
+asked of the runtime.
 
     PYTHONPATH=python pytest -q test/python/backend/test_gemv_kernels.py
 """
@@ -21,27 +21,13 @@ import torch_mlir_flex  # noqa: F401  (before torch)
 import pytest
 import torch
 
-from torch_mlir_flex.backend import blas, cpu_features
+from kernel_isas import FLAGS, HOST_ISAS, X86
+from torch_mlir_flex.backend import blas
 from torch_mlir_flex.backend.errors import FlexBackendError
 
 warnings.filterwarnings("ignore")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-FLAGS = cpu_features.host_cpu_flags()
-X86 = os.uname().machine in ("x86_64", "AMD64")
-
-
-def _host_isas():
-    """The ISAs whose kernels this host runs, from its CPU flags."""
-    isas = ["generic"]
-    if X86 and {"avx2", "fma"} <= FLAGS:
-        isas.append("avx2")
-    if X86 and "avx512f" in FLAGS:
-        isas.append("avx512")
-    return isas
-
-
-HOST_ISAS = _host_isas()
 
 
 def _expected_kernel(isa, dtype):

@@ -2,8 +2,8 @@
 (lib/Runtime/Quant/: FlexQuantGeneric.c, FlexQuantAvx2.c,
 FlexQuantAvx512.c), called through their C ABI (flex_quant_matmul_i8 /
 flex_quant_matmul_i4, the calls flex.quant_matmul lowers to) with ctypes,
-on every ISA this host runs (read from /proc/cpuinfo, not asked of the
-runtime), with the runtime capped at it (`blas.set_runtime_isa`): the
+on every ISA this host runs (kernel_isas.py: read from /proc/cpuinfo, not
+asked of the runtime), with the runtime capped at it (`blas.set_runtime_isa`): the
 counters prove which kernel ran, and the results are compared with the exact
 product (f64) within the f32 summation bound, and with torch's own:
 int8 `(x @ q.float().T) * s`; int4 `aten._weight_int4pack_mm_for_cpu` for
@@ -22,25 +22,12 @@ import torch_mlir_flex  # noqa: F401  (before torch)
 import pytest
 import torch
 
-from torch_mlir_flex.backend import blas, cpu_features
+from kernel_isas import HOST_ISAS
+from torch_mlir_flex.backend import blas
 
 warnings.filterwarnings("ignore")
 
-FLAGS = cpu_features.host_cpu_flags()
-X86 = os.uname().machine in ("x86_64", "AMD64")
 X_BF16, Y_BF16, S_BF16 = 1, 2, 4
-
-
-def _host_isas():
-    isas = ["generic"]
-    if X86 and {"avx2", "fma"} <= FLAGS:
-        isas.append("avx2")
-    if X86 and "avx512f" in FLAGS:
-        isas.append("avx512")
-    return isas
-
-
-HOST_ISAS = _host_isas()
 ROWS = [1, 3, 4, 17, 64]
 # name: (x dtype, scales dtype); y is in x's dtype.
 DTYPES = {"f32": (torch.float32, torch.float32), "bf16": (torch.bfloat16, torch.bfloat16),

@@ -10,7 +10,8 @@
  * per call), the column sums of B for a signed A (read as A + 128, the
  * 128 * sum taken back off), the columns split between threads (libgomp's
  * workers where the process has them, pthreads otherwise, from
- * MIN_PARALLEL weight bytes) and, in each thread, rows tiled by 4 inside
+ * MIN_PARALLEL weight bytes: ../FlexThreads.c, shared with Gemv/ and the
+ * weight-only products) and, in each thread, rows tiled by 4 inside
  * blocks of columns whose bytes stay in cache for all the rows.
  * The kernel variant follows the runtime's ISA in effect
  * (flex_runtime_isa of Gemv/FlexGemv.c): the best of this CPU at or below
@@ -18,19 +19,17 @@
  * (below; every CPU). flex_runtime_int8_gemm_set_kernel forces one (tests).
  *
  *===----------------------------------------------------------------------===*/
-#define _GNU_SOURCE /* cpu_set_t */
 #include "FlexQuantInt8GemmKernels.h"
 
+#include "../FlexThreads.h"
 #include "../Gemv/FlexGemv.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MIN_PARALLEL = 1 << 16, MAX_THREADS = 16, BLOCK_BYTES = 64 << 10 };
+enum { BLOCK_BYTES = 64 << 10 };
 enum { FLAG_ACCUMULATE = 1, FLAG_A_SIGNED = 2 };
 
 /* The generic kernel: plain C, every CPU. */
@@ -155,106 +154,24 @@ static void reject(const char *why) {
 }
 
 /* ------------------------------------------------------------------------
- * Threads over the columns.
+ * One thread's share of the columns (../FlexThreads.c splits them).
  * ---------------------------------------------------------------------- */
 typedef struct {
   const FlexI8GemmCall *call;
   FlexI8GemmKernel kernel;
-  int64_t n0, n1;
-} Slice;
+} Product;
 
-static void run_slice(const Slice *s) {
-  const FlexI8GemmCall *c = s->call;
+static void run_share(const void *product, int64_t n0, int64_t n1) {
+  const Product *p = (const Product *)product;
+  const FlexI8GemmCall *c = p->call;
   int64_t step = BLOCK_BYTES / (c->K > 0 ? c->K : 1);
   step = step < 4 ? 4 : step & ~(int64_t)3;
   if (c->M <= FLEX_I8GEMM_ROWS)
-    step = s->n1 - s->n0; /* one pass over the slice's columns */
-  for (int64_t n = s->n0; n < s->n1; n += step) {
-    const int64_t end = n + step < s->n1 ? n + step : s->n1;
+    step = n1 - n0; /* one pass over the share's columns */
+  for (int64_t n = n0; n < n1; n += step) {
+    const int64_t end = n + step < n1 ? n + step : n1;
     for (int64_t m = 0; m < c->M; m += FLEX_I8GEMM_ROWS)
-      s->kernel(c, m, c->M - m < FLEX_I8GEMM_ROWS ? (int)(c->M - m) : FLEX_I8GEMM_ROWS, n, end);
-  }
-}
-
-static void *run_pthread(void *arg) {
-  run_slice((const Slice *)arg);
-  return NULL;
-}
-
-typedef struct {
-  void (*parallel)(void (*)(void *), void *, unsigned, unsigned);
-  int (*thread_num)(void), (*num_threads)(void), (*max_threads)(void);
-} Gomp;
-
-/* libgomp's entry points where the process has them (torch's workers). */
-static const Gomp *gomp(void) {
-  static Gomp g;
-  static int state; /* 0: not looked up, 1: found, 2: missing */
-  if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == 0) {
-    Gomp f;
-    *(void **)&f.parallel = dlsym(RTLD_DEFAULT, "GOMP_parallel");
-    *(void **)&f.thread_num = dlsym(RTLD_DEFAULT, "omp_get_thread_num");
-    *(void **)&f.num_threads = dlsym(RTLD_DEFAULT, "omp_get_num_threads");
-    *(void **)&f.max_threads = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
-    const int found = f.parallel && f.thread_num && f.num_threads && f.max_threads;
-    if (found)
-      g = f;
-    __atomic_store_n(&state, found ? 1 : 2, __ATOMIC_RELEASE);
-  }
-  return __atomic_load_n(&state, __ATOMIC_ACQUIRE) == 1 ? &g : NULL;
-}
-
-typedef struct {
-  Slice *slices;
-  int count;
-} Team;
-
-static void run_team_member(void *arg) {
-  const Team *team = (const Team *)arg;
-  const Gomp *g = gomp();
-  for (int t = g->thread_num(); t < team->count; t += g->num_threads())
-    run_slice(&team->slices[t]);
-}
-
-static void split_and_run(const FlexI8GemmCall *c, FlexI8GemmKernel kernel) {
-  const Gomp *g = gomp();
-  int threads = 1;
-  if (c->N * c->K >= MIN_PARALLEL) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-      threads = CPU_COUNT(&set);
-    if (g && g->max_threads() < threads)
-      threads = g->max_threads();
-    threads = threads < 1 ? 1 : threads > MAX_THREADS ? MAX_THREADS : threads;
-  }
-  const int64_t groups = (c->N + 3) / 4; /* columns go to threads by 4 */
-  if (threads > groups)
-    threads = (int)groups;
-  Slice slices[MAX_THREADS];
-  const int64_t per = groups / threads, extra = groups % threads;
-  int64_t n = 0;
-  for (int t = 0; t < threads; ++t) {
-    const int64_t end = n + (per + (t < extra)) * 4;
-    slices[t] = (Slice){c, kernel, n, end < c->N ? end : c->N};
-    n = slices[t].n1;
-  }
-  if (threads == 1) {
-    run_slice(&slices[0]);
-  } else if (g) {
-    Team team = {slices, threads};
-    g->parallel(run_team_member, &team, (unsigned)threads, 0);
-  } else {
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    for (int t = 1; t < threads; ++t)
-      started[t] = pthread_create(&ids[t], NULL, run_pthread, &slices[t]) == 0;
-    run_slice(&slices[0]);
-    for (int t = 1; t < threads; ++t) {
-      if (started[t])
-        pthread_join(ids[t], NULL);
-      else
-        run_slice(&slices[t]);
-    }
+      p->kernel(c, m, c->M - m < FLEX_I8GEMM_ROWS ? (int)(c->M - m) : FLEX_I8GEMM_ROWS, n, end);
   }
 }
 
@@ -328,7 +245,9 @@ void flex_gemm_u8s8(int64_t M, int64_t N, int64_t K, int64_t a_ptr, int64_t a_of
   FlexI8GemmCall call = {M, N, K, a, am, b, bn,
                          (int32_t *)(intptr_t)c_ptr + c_off, c_rs, c_cs,
                          bsum, (flags & FLAG_ACCUMULATE) != 0};
-  split_and_run(&call, g_kernels[variant]);
+  const Product product = {&call, g_kernels[variant]};
+  /* Columns go to threads by 4. */
+  flex_threads_run(run_share, &product, N, 4, flex_threads_for(N * K));
   __atomic_add_fetch(&g_products[variant], 1, __ATOMIC_RELAXED);
   free(a_copy);
   free(b_copy);

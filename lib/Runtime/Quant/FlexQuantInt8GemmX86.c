@@ -113,13 +113,13 @@ T512_INLINE void tile512(const FlexI8GemmCall *c, int64_t m0, const int R, int64
 
 /* The full 4 x 4 tile (every M >= 4 block but the column tail), its 16
    sums named. */
-T512 static void tile512_4x4(const FlexI8GemmCall *c, int64_t m0, int64_t n) {
+T512_INLINE void tile512_4x4_(const FlexI8GemmCall *c, int64_t m0, int64_t n, const int flip_a) {
   const int64_t K = c->K, K64 = K & ~(int64_t)63;
   const uint8_t *ar[FLEX_I8GEMM_ROWS];
   const int8_t *br[4];
   tile_rows(c, m0, 4, ar);
   tile_cols(c, n, 4, 4, br);
-  const __m512i flip = _mm512_set1_epi8(c->bsum ? (char)0x80 : 0);
+  const __m512i flip = _mm512_set1_epi8((char)0x80);
   __m512i s00 = _mm512_setzero_si512(), s01 = s00, s02 = s00, s03 = s00;
   __m512i s10 = s00, s11 = s00, s12 = s00, s13 = s00, s20 = s00, s21 = s00;
   __m512i s22 = s00, s23 = s00, s30 = s00, s31 = s00, s32 = s00, s33 = s00;
@@ -131,13 +131,15 @@ T512 static void tile512_4x4(const FlexI8GemmCall *c, int64_t m0, int64_t n) {
     const __m512i b1 = _mm512_maskz_loadu_epi8(mask, br[1] + k);
     const __m512i b2 = _mm512_maskz_loadu_epi8(mask, br[2] + k);
     const __m512i b3 = _mm512_maskz_loadu_epi8(mask, br[3] + k);
-#define FLEX_ROW(r)                                                                \
-  {                                                                                \
-    const __m512i av = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, ar[r] + k), flip); \
-    s##r##0 = dpbusd512(s##r##0, av, b0);                                \
-    s##r##1 = dpbusd512(s##r##1, av, b1);                                \
-    s##r##2 = dpbusd512(s##r##2, av, b2);                                \
-    s##r##3 = dpbusd512(s##r##3, av, b3);                                \
+#define FLEX_ROW(r)                                                              \
+  {                                                                              \
+    __m512i av = _mm512_maskz_loadu_epi8(mask, ar[r] + k);                       \
+    if (flip_a)                                                                  \
+      av = _mm512_xor_si512(av, flip);                                           \
+    s##r##0 = dpbusd512(s##r##0, av, b0);                                        \
+    s##r##1 = dpbusd512(s##r##1, av, b1);                                        \
+    s##r##2 = dpbusd512(s##r##2, av, b2);                                        \
+    s##r##3 = dpbusd512(s##r##3, av, b3);                                        \
   }
     FLEX_ROW(0) FLEX_ROW(1) FLEX_ROW(2) FLEX_ROW(3)
 #undef FLEX_ROW
@@ -150,6 +152,14 @@ T512 static void tile512_4x4(const FlexI8GemmCall *c, int64_t m0, int64_t n) {
     for (int j = 0; j < 4; ++j)
       flex_i8gemm_store(c, m0 + r, n + j, out[j]);
   }
+}
+
+/* A's XOR by 0x80 only for a signed A. */
+T512 static void tile512_4x4(const FlexI8GemmCall *c, int64_t m0, int64_t n) {
+  if (c->bsum)
+    tile512_4x4_(c, m0, n, 1);
+  else
+    tile512_4x4_(c, m0, n, 0);
 }
 
 T512_INLINE void rows512(const FlexI8GemmCall *c, int64_t m0, const int R, int64_t n0,

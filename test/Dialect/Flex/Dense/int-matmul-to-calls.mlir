@@ -164,7 +164,8 @@ func.func @not_matched(%a: memref<4x16xi8>, %b: memref<16x8xi8>, %c: memref<4x8x
 
 // The fold (FOLD prefix): the weight's transpose feeds the product and its column sum (as
 // torch-mlir lowers torchao's _int_mm + sum(t(w), 0)): both read w through
-// swapped maps, the transpose is gone. A transpose read by something else
+// swapped maps, the transpose is gone; the sum's loops renamed so that it
+// reads w in its own order (a row sum, k innermost). A transpose read by something else
 // (the return) stays for it.
 
 // FOLD-LABEL: func.func @fold
@@ -172,7 +173,7 @@ func.func @not_matched(%a: memref<4x16xi8>, %b: memref<16x8xi8>, %c: memref<4x8x
 // FOLD-NOT: linalg.transpose
 // FOLD: linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
 // FOLD-SAME: ins(%[[A]], %[[W]] : tensor<5x64xi8>, tensor<128x64xi8>)
-// FOLD: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (0, d1)>]
+// FOLD: linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (0, d0)>], iterator_types = ["parallel", "reduction"]}
 // FOLD-SAME: ins(%[[W]] : tensor<128x64xi8>)
 // FOLD-LABEL: func.func @fold_kept
 // FOLD: %[[T:[a-z0-9_]+]] = linalg.transpose

@@ -140,6 +140,36 @@ AffineMap throughTranspose(AffineMap map, ArrayRef<int64_t> perm) {
   return AffineMap::get(map.getNumDims(), 0, results, map.getContext());
 }
 
+/// Renames the loops of an integer generic whose input `idx` is read through
+/// a permutation of all its loops so that it is read in its own order (the
+/// weight's column sum beside _int_mm, [reduction k, parallel n] over w
+/// [N,K] after the fold, becomes a row sum with k innermost: contiguous
+/// reads instead of a K-byte stride). Integer sums only: the order of a
+/// float sum would change its rounding; no linalg.index in the body.
+void loopsInOperandOrder(linalg::GenericOp g, unsigned idx,
+                         RewriterBase &rewriter) {
+  AffineMap p = g.getIndexingMapsArray()[idx];
+  if (!p.isPermutation() || p.isIdentity() || g.hasIndexSemantics() ||
+      !llvm::all_of(g->getOperandTypes(), [](Type t) {
+        return isa<IntegerType>(getElementTypeOrSelf(t));
+      }))
+    return;
+  AffineMap inv = inversePermutation(p);
+  SmallVector<AffineMap> maps;
+  for (AffineMap m : g.getIndexingMapsArray())
+    maps.push_back(m.compose(inv));
+  SmallVector<utils::IteratorType> iters = g.getIteratorTypesArray(), renamed;
+  for (unsigned j = 0; j < p.getNumResults(); ++j)
+    renamed.push_back(iters[p.getDimPosition(j)]);
+  SmallVector<Attribute> iterAttrs;
+  for (utils::IteratorType it : renamed)
+    iterAttrs.push_back(linalg::IteratorTypeAttr::get(g.getContext(), it));
+  rewriter.modifyOpInPlace(g, [&] {
+    g.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+    g.setIteratorTypesAttr(rewriter.getArrayAttr(iterAttrs));
+  });
+}
+
 /// Makes every generic reading `t`'s result as an input read its source;
 /// erases `t` when nothing else reads it.
 void foldTranspose(linalg::TransposeOp t, RewriterBase &rewriter) {
@@ -155,6 +185,8 @@ void foldTranspose(linalg::TransposeOp t, RewriterBase &rewriter) {
       use.set(source);
       g.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
     });
+    if (failed(matchIntContraction(g)))
+      loopsInOperandOrder(g, idx, rewriter);
   }
   if (result.use_empty())
     rewriter.eraseOp(t);

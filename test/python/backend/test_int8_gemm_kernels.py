@@ -64,7 +64,7 @@ def variant(request):
 
 def _operand(t):
     """(buffer address, offset, stride 0, stride 1) of a view, in elements."""
-    return (t.untyped_storage().data_ptr() // 1, t.storage_offset(), t.stride(0), t.stride(1))
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), t.stride(0), t.stride(1))
 
 
 def _gemm(a, b, c, flags):

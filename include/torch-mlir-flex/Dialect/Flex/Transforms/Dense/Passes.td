@@ -247,7 +247,12 @@ def FlexFoldIntMatmulOperands : Pass<"flex-fold-int-matmul-operands", "func::Fun
     form flex-int-matmul-to-calls matches), every `linalg.generic` reading
     the transpose's result as an input reads its source instead, the
     operand's indexing map permuted accordingly; the transpose is erased
-    when nothing else reads it.
+    when nothing else reads it. A reader other than the product that now
+    reads the source through a permutation of all its loops (the column
+    sum) has its loops renamed to read it in order (the sum over k of
+    w [N,K] becomes a row sum, k innermost), when its operands are integers
+    (a float sum's order would change its rounding) and its body has no
+    `linalg.index`.
 
     ```mlir
     %t = linalg.transpose ins(%w : tensor<128x64xi8>) outs(%e : tensor<64x128xi8>)

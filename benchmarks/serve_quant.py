@@ -182,7 +182,10 @@ def keep_other_engines(path, rows):
             saved = {row_key(r): r for r in json.load(f).get("rows", [])}
     out = []
     for row in rows:
-        results = dict(saved.get(row_key(row), {}).get("results", {}))
+        old = saved.get(row_key(row), {})
+        if not (row.get("host") or {}).get("copy_gbs") and (old.get("host") or {}).get("copy_gbs"):
+            row = dict(row, host=old["host"])  # a run that did not measure the host keeps the peaks measured
+        results = dict(old.get("results", {}))
         results.update({k: dict(v, run=row["run"]) for k, v in row["results"].items()})
         names = engine_order(row["config"])
         order = sorted(results, key=lambda k: names.index(k) if k in names else len(names))

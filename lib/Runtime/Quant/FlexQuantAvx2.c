@@ -44,6 +44,7 @@ FLEX_AVX2_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R, c
     for (int m = 0; m < R; ++m)
       xv[m] = _mm256_loadu_ps(x[m] + k);
     for (int j = 0; j < W; ++j) {
+      flex_quant_prefetch_next(wr[j], k, W, c->wm);
       const __m256 w = widen_i8(wr[j] + k);
       for (int m = 0; m < R; ++m)
         acc[m][j] = _mm256_fmadd_ps(w, xv[m], acc[m][j]);

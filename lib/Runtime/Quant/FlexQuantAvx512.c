@@ -46,6 +46,7 @@ FLEX_AVX512_INLINE void i8_tile(const FlexQuantCall *c, int64_t m0, const int R,
     for (int m = 0; m < R; ++m)
       xv[m] = _mm512_loadu_ps(x[m] + k);
     for (int j = 0; j < W; ++j) {
+      flex_quant_prefetch_next(wr[j], k, W, c->wm);
       const __m512 w = widen_i8(wr[j] + k);
       for (int m = 0; m < R; ++m)
         acc[m][j] = _mm512_fmadd_ps(w, xv[m], acc[m][j]);

@@ -100,8 +100,12 @@ def write_page(name: str, title: str, block: str, kind: str, readme: str = READM
 
 
 def ratio(ours, peer) -> str:
-    """our time / the peer's (< 1: ours faster), or a dash."""
-    return DASH if ours is None or peer is None or not peer else f"{ours / peer:.2f}"
+    """our time / the peer's (< 1: ours faster), or a dash; two significant
+    digits below 0.1 (0.0049, not 0.00)."""
+    if ours is None or peer is None or not peer:
+        return DASH
+    r = ours / peer
+    return f"{r:.2f}" if round(r, 2) >= 0.1 else f"{r:.2g}"
 
 
 def headline_row(name: str, title: str, case: str, ours: str, eager: str, inductor: str, sdpa: str,

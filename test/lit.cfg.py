@@ -14,8 +14,18 @@ config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "__init__.py", "conftest.py"
 # pytest files (test_*.py, pytest/ folders) live next to lit tests; lit
 # runs only files with RUN lines.
 config.excludes += ["pytest", "inputs", "robustness"]
+# Python helpers without a RUN line (modules pytest files import) are not
+# lit tests either.
+
+
+def _lit_python_test(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return "RUN:" in f.read()
+
+
 for _dir, _subdirs, _files in os.walk(os.path.dirname(__file__)):
-    config.excludes += [f for f in _files if f.startswith("test_") and f.endswith(".py")]
+    config.excludes += [f for f in _files if f.endswith(".py") and (
+        f.startswith("test_") or not _lit_python_test(os.path.join(_dir, f)))]
 
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope --allow-unused-prefixes=false"
 python_path = [os.path.join(config.flex_src_root, "python")]

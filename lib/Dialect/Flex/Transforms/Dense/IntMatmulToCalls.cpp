@@ -17,6 +17,8 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include "RuntimeFunctions.h"
+
 namespace mlir::flex {
 #define GEN_PASS_DEF_FLEXFOLDINTMATMULOPERANDS
 #define GEN_PASS_DEF_FLEXINTMATMULTOCALLS
@@ -215,18 +217,6 @@ struct FlexFoldIntMatmulOperandsPass
 // flex-int-matmul-to-calls
 // ---------------------------------------------------------------------------
 
-func::FuncOp declareIntGemm(ModuleOp module) {
-  StringRef name = "flex_gemm_u8s8";
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  SmallVector<Type> args(kNumIntGemmArgs, b.getIndexType());
-  auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                b.getFunctionType(args, {}));
-  f.setPrivate();
-  return f;
-}
-
 void rewriteToCall(linalg::LinalgOp op, const IntContraction &ic,
                    func::FuncOp callee, RewriterBase &rewriter) {
   Value c = op.getDpsInits()[0];
@@ -296,7 +286,10 @@ struct FlexIntMatmulToCallsPass
     });
     IRRewriter rewriter(&getContext());
     for (auto [op, ic] : ops)
-      rewriteToCall(op, ic, declareIntGemm(module), rewriter);
+      rewriteToCall(
+          op, ic,
+          flex::declareRuntimeFunction(module, "flex_gemm_u8s8", kNumIntGemmArgs),
+          rewriter);
   }
 };
 

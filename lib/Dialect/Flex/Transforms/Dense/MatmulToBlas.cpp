@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
+#include "RuntimeFunctions.h"
+
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -41,17 +43,6 @@ StringRef gemmFunction(linalg::LinalgOp op) {
   if (a.isBF16() && (c.isF32() || c.isBF16()))
     return "flex_gemm_bf16";
   return "";
-}
-
-func::FuncOp declareGemm(ModuleOp module, StringRef name) {
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  SmallVector<Type> args(kNumGemmArgs, b.getIndexType());
-  auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                b.getFunctionType(args, {}));
-  f.setPrivate();
-  return f;
 }
 
 /// Replaces `op` (loop dims: [b,] m, n, k) by the call; false when an
@@ -141,7 +132,8 @@ struct FlexMatmulToBlasPass
       StringRef name = gemmFunction(op);
       if (name.empty())
         continue;
-      rewriteToCall(op, declareGemm(module, name), rewriter);
+      rewriteToCall(op, flex::declareRuntimeFunction(module, name, kNumGemmArgs),
+                    rewriter);
     }
   }
 };

@@ -12,6 +12,8 @@
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
+#include "RuntimeFunctions.h"
+
 namespace mlir::flex {
 #define GEN_PASS_DEF_FLEXQUANTMATMULTOCALLS
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h.inc"
@@ -24,17 +26,6 @@ namespace {
 /// Bits of the calls' last argument (lib/Runtime/Quant/).
 enum QuantFlags : int64_t { kXBf16 = 1, kYBf16 = 2, kScalesBf16 = 4 };
 constexpr unsigned kNumI8Args = 15, kNumI4Args = 16;
-
-func::FuncOp declare(ModuleOp module, StringRef name, unsigned numArgs) {
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  SmallVector<Type> args(numArgs, b.getIndexType());
-  auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                b.getFunctionType(args, {}));
-  f.setPrivate();
-  return f;
-}
 
 /// Whether the innermost stride of `t` is statically 1.
 bool unitInnerStride(MemRefType t) {
@@ -139,8 +130,8 @@ void rewriteToCall(flex::QuantMatmulOp op, ModuleOp module,
   args.push_back(cst(flags));
 
   func::FuncOp callee =
-      int4 ? declare(module, "flex_quant_matmul_i4", kNumI4Args)
-           : declare(module, "flex_quant_matmul_i8", kNumI8Args);
+      int4 ? flex::declareRuntimeFunction(module, "flex_quant_matmul_i4", kNumI4Args)
+           : flex::declareRuntimeFunction(module, "flex_quant_matmul_i8", kNumI8Args);
   func::CallOp::create(rewriter, loc, callee, args);
   if (yOut != y)
     memref::CopyOp::create(rewriter, loc, yOut, y);

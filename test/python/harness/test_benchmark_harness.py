@@ -105,8 +105,8 @@ def test_report_and_readme_from_json(document_row, tmp_path, zen1):
     # no causal f32 row ran: the headline row is the first case at the table's shape
     t = document_row["time"]
     want = (f"| [attention](docs/benchmarks/attention.md) | document f32, S=64 D=16, forward | "
-            f"{t['ours'] * 1e3:.1f} ms | — | {t['ours'] / t['torch.compile']:.2f} | "
-            f"{t['ours'] / t['SDPA']:.2f} | 2 cores (load 1.0), GEMM f32 49 GFLOP/s, copy 16.0 GB/s; 2026-12-06 10:00 UTC |")
+            f"{t['ours'] * 1e3:.1f} ms | — | {readme.ratio(t['ours'], t['torch.compile'])} | "
+            f"{readme.ratio(t['ours'], t['SDPA'])} | 2 cores (load 1.0), GEMM f32 49 GFLOP/s, copy 16.0 GB/s; 2026-12-06 10:00 UTC |")
     # a new host kind: its own row set after K's, which stays
     assert readme_path.read_text() == HEADLINE.replace(
         readme.HEADLINE_END, f"\n{readme.KIND_HEAD}{zen1['kind']}\n\n{readme.HEADLINE_HEADER}\n{want}\n"

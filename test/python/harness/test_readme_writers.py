@@ -69,6 +69,9 @@ def test_new_page_gets_a_title_and_results(tmp_path):
     assert path == str(tmp_path / "docs" / "benchmarks" / "fresh.md")
     assert open(path).read() == f"# Fresh benchmark\n\n## Results\n\n{rd.KIND_HEAD}K (AVX2+FMA)\n\na table\n"
     assert rd.ratio(1.0, 4.0) == "0.25" and rd.ratio(1.0, None) == "—"
+    # below 0.1: two significant digits, not a rounded 0.00 / 0.01
+    assert rd.ratio(0.0056, 1.0) == "0.0056" and rd.ratio(0.094, 1.0) == "0.094"
+    assert rd.ratio(0.0996, 1.0) == "0.10"
 
 
 def test_models_writer(tree, zen1):

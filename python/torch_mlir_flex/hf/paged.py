@@ -1,0 +1,312 @@
+"""Paged flex attention for transformers' continuous batching.
+
+    import torch_mlir_flex.hf as flex_hf
+    flex_hf.register_paged_flex()
+    model.set_attn_implementation("flex_paged")
+    out = model.generate_batch(prompts, generation_config=...,
+                               continuous_batching_config=...)
+
+transformers 5.25's continuous batching (`generate_batch`,
+`ContinuousBatchingManager`, `transformers serve`) keeps K/V in a paged
+cache and runs the model on a flattened batch: input_ids [1, T], requests
+delimited by `cu_seq_lens_q` / `cu_seq_lens_k`. Its SDPA and eager paths
+gather each request's cache into a contiguous K/V per layer and step
+(`index_select` by `read_index`). This attention function instead calls
+flex_attention once per layer over the layer's whole cache storage, read in
+place:
+
+- the model's `cache.update` writes the step's new K/V exactly as for SDPA
+  (transformers' own allocator update, with an empty read index, which is
+  its write-only path) and skips the read-back gather;
+- K and V are the layer's page views (`get_cache_for_block_table`) seen as
+  [1, H_kv, num_pages * page_size, D]: row r is the physical slot r that
+  `read_index` / `write_index` address (rows holding other layers' pages
+  are never attended);
+- an index map, built once per step and shared by the layers: for each
+  physical slot, the request and logical position stored there (-1: none),
+  from `write_index` (the new tokens) and `read_index` (all tokens read);
+  for each query token, its request and logical position (from the
+  cumulative lengths);
+- mask_mod: same request and slot position <= query position; score_mod:
+  the config's softcap if any; GQA through `enable_gqa`;
+- a BlockMask whose KV block is one page (BLOCK_SIZE = (page_size,
+  page_size)): a query block lists only the pages of its own requests at
+  positions it may see, so other requests' pages and other layers' rows are
+  skipped block-wise.
+
+Sliding-window layers (a ring buffer of `sliding_window` slots per request,
+rewritten as the window slides) are read through transformers' gather: a
+chunk of new tokens can overwrite slots that its own earlier tokens still
+attend, so the cache cannot be read in place after the write. There the
+flex call runs over the gathered varlen K/V with the same request/causal
+mask plus the window.
+
+transformers 5.25 strips a "paged|" prefix (other than "paged|eager") and
+its continuous batching accepts only "paged|eager", "sdpa" or flash names;
+`register_paged_flex()` registers the function under NAME and lets the
+continuous-batching manager accept NAME (a wrapper of its check). Details:
+docs/serving.md, "Paged flex attention".
+"""
+
+import torch
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
+
+NAME = "flex_paged"
+# The model passes the cache to `cache.update` only; the wrapped update hands
+# it to the attention function under this keyword.
+_CACHE_KWARG = "flex_paged_cache"
+
+_registered = False
+
+
+def register_paged_flex():
+    """Register `paged_flex_attention_forward` with transformers'
+    AttentionInterface under NAME (mask interface: none; continuous batching
+    passes no mask) and let continuous batching accept NAME. Idempotent."""
+    global _registered
+    if _registered:
+        return NAME
+    from transformers import AttentionInterface
+    from transformers.generation.continuous_batching import cache as cb_cache
+    from transformers.generation.continuous_batching import continuous_api
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    AttentionInterface.register(NAME, paged_flex_attention_forward)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, _no_mask)
+    _wrap_cb_check(continuous_api.ContinuousBatchingManager)
+    _wrap_cache_update(cb_cache.PagedAttentionCache)
+    _registered = True
+    return NAME
+
+
+def _no_mask(*args, **kwargs):
+    return None
+
+
+def _wrap_cb_check(manager_cls):
+    original = manager_cls.switch_to_cb_friendly_attn
+
+    def switch_to_cb_friendly_attn(self, model, auto_switch_to_flash=True):
+        if model.config._attn_implementation == NAME:
+            return None  # ours reads the paged cache itself
+        return original(self, model, auto_switch_to_flash)
+
+    manager_cls.switch_to_cb_friendly_attn = switch_to_cb_friendly_attn
+
+
+def _wrap_cache_update(cache_cls):
+    original = cache_cls.update
+
+    @torch.compiler.disable
+    def update(self, key_states, value_states, layer_idx, kwargs):
+        allocator = self.layer_to_allocator[layer_idx]
+        if self.config._attn_implementation != NAME:
+            return original(self, key_states, value_states, layer_idx, kwargs)
+        kwargs[_CACHE_KWARG] = self  # the attention function reads the cache
+        if not _reads_in_place(allocator):
+            return original(self, key_states, value_states, layer_idx, kwargs)
+        # transformers' write-only path: an empty read index writes the new
+        # K/V and returns them; the attention reads the cache in place.
+        read_index = kwargs["read_index"]
+        kwargs["read_index"] = [index[:0] for index in read_index]
+        try:
+            out = original(self, key_states, value_states, layer_idx, kwargs)
+        finally:
+            kwargs["read_index"] = read_index
+        return out
+
+    update._flex_paged_wrapped = True
+    if not getattr(original, "_flex_paged_wrapped", False):
+        cache_cls.update = update
+
+
+def _reads_in_place(allocator):
+    return allocator.layer_type == "full_attention" and allocator.supports_block_table
+
+
+def paged_flex_attention_forward(module, query, key, value, attention_mask, scaling=None,
+                                 dropout=0.0, softcap=None, **kwargs):
+    """transformers' attention-function contract for the paged cache: query
+    [1, Hq, T, D], key/value the step's new K/V (full-attention layers) or
+    the gathered K/V (sliding layers); returns ([1, T, Hq, D], None)."""
+    cache = kwargs.get(_CACHE_KWARG)
+    if cache is None or "cu_seq_lens_q" not in kwargs:
+        raise ValueError(
+            f"attention '{NAME}' runs only under transformers' continuous batching "
+            "(generate_batch / ContinuousBatchingManager): no paged cache in its arguments")
+    if dropout:
+        raise ValueError(f"attention '{NAME}' is for inference: dropout={dropout} is not supported")
+    if kwargs.get("block_table") is not None:
+        raise ValueError(f"attention '{NAME}' does not take transformers' block-table decode path "
+                         "(max_blocks_per_request must be 0)")
+    if getattr(module, "sinks", None) is not None:
+        raise ValueError(f"attention '{NAME}' does not support attention sinks")
+    allocator = cache.layer_to_allocator[module.layer_idx]
+    if _reads_in_place(allocator):
+        k, v, block_mask = _in_place_inputs(cache, allocator, module.layer_idx, query, kwargs)
+    else:
+        k, v, block_mask = _gathered_inputs(allocator, query, key, value, kwargs)
+    out = flex_attention(query, k, v, score_mod=_softcap_mod(softcap), block_mask=block_mask,
+                         scale=scaling, enable_gqa=query.shape[1] != k.shape[1])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _softcap_mod(softcap):
+    if softcap is None:
+        return None
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return softcap * torch.tanh(score / softcap)
+
+    return score_mod
+
+
+# ---------------------------------------------------------------- index maps
+# Built outside any compiled graph (scatter, sort and data-dependent sizes),
+# once per step and kind of layer; the compiled attention graph receives the
+# BlockMask tensors and the maps its mask_mod reads as inputs.
+
+_step_cache = {}
+
+
+def _step_key(kind, *tensors):
+    return (kind,) + tuple((id(t), t._version, t.data_ptr(), tuple(t.shape)) for t in tensors)
+
+
+def _remember(key, value, keep):
+    _step_cache.clear()  # one step at a time: the previous step's maps are dead
+    _step_cache[key] = (value, keep)
+    return value
+
+
+def _query_map(cu_q, cu_k, num_tokens):
+    """Request id and logical position of each query token. Padding tokens
+    (past cu_q[-1]) get the last request id of a plateaued cu_q, which no
+    real request has."""
+    t = torch.arange(num_tokens, dtype=torch.int64)
+    req = torch.searchsorted(cu_q.to(torch.int64), t, right=True) - 1
+    req = req.clamp_(0, cu_q.numel() - 1)
+    cu_q64, cu_k64 = cu_q.to(torch.int64), cu_k.to(torch.int64)
+    last = cu_q.numel() - 1
+    reqc = req.clamp(max=last - 1) if last > 0 else req
+    q_len = cu_q64[reqc + 1] - cu_q64[reqc]
+    k_len = cu_k64[reqc + 1] - cu_k64[reqc]
+    pos = (t - cu_q64[reqc]) + (k_len - q_len)
+    pad = t >= cu_q64[-1]
+    req = torch.where(pad, torch.full_like(req, last), req)
+    pos = torch.where(pad, torch.zeros_like(pos), pos)
+    return req.to(torch.int32), pos.to(torch.int32)
+
+
+def _key_map(cu_k, num_keys):
+    """Request id and logical position of each entry of a varlen key list."""
+    j = torch.arange(num_keys, dtype=torch.int64)
+    cu = cu_k.to(torch.int64)
+    req = (torch.searchsorted(cu, j, right=True) - 1).clamp_(0, cu_k.numel() - 1)
+    last = cu_k.numel() - 1
+    pad = j >= cu[-1]
+    pos = torch.where(pad, torch.zeros_like(j), j - cu[req.clamp(max=max(last - 1, 0))])
+    req = torch.where(pad, torch.full_like(req, last), req)
+    return req.to(torch.int32), pos.to(torch.int32)
+
+
+def _block_mask(q_req, q_pos, kv_req, kv_pos, block, num_kv, window):
+    """BlockMask with BLOCK_SIZE (block, block): query block i lists the KV
+    blocks holding a slot of one of its requests at a position one of its
+    tokens may see; mask_mod decides per element."""
+    T = q_req.numel()
+    nq, nk = -(-T // block), num_kv // block
+    slot_req = kv_req[: nk * block].view(nk, block)
+    slot_pos = kv_pos[: nk * block].view(nk, block)
+    used = slot_req >= 0
+    big = torch.iinfo(torch.int32).max
+    page_req = torch.where(used, slot_req, -1).amax(1)  # one request per page
+    page_min = torch.where(used, slot_pos, big).amin(1)
+    page_max = torch.where(used, slot_pos, -1).amax(1)
+    hit = (page_req[None, :] == q_req[:, None]) & (page_min[None, :] <= q_pos[:, None])
+    if window is not None:
+        hit &= (q_pos[:, None] - page_max[None, :]) < window
+    pad = nq * block - T
+    if pad:
+        hit = torch.cat([hit, hit.new_zeros(pad, nk)])
+    hit = hit.view(nq, block, nk).any(1)
+    num = hit.sum(-1, dtype=torch.int32)
+    order = torch.argsort(hit.to(torch.int8), dim=-1, descending=True, stable=True)
+    return BlockMask.from_kv_blocks(
+        num.view(1, 1, nq), order.to(torch.int32).view(1, 1, nq, nk),
+        BLOCK_SIZE=(block, block), mask_mod=_mask_mod(q_req, q_pos, kv_req, kv_pos, window),
+        seq_lengths=(T, num_kv))
+
+
+def _mask_mod(q_req, q_pos, kv_req, kv_pos, window):
+    if window is None:
+        def mask_mod(b, h, q_idx, kv_idx):
+            return (kv_req[kv_idx] == q_req[q_idx]) & (kv_pos[kv_idx] <= q_pos[q_idx])
+    else:
+        def mask_mod(b, h, q_idx, kv_idx):
+            delta = q_pos[q_idx] - kv_pos[kv_idx]
+            return (kv_req[kv_idx] == q_req[q_idx]) & (delta >= 0) & (delta < window)
+    return mask_mod
+
+
+@torch.compiler.disable
+def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
+    k_pages, v_pages = allocator.get_cache_for_block_table(layer_idx)
+    pages, page_size, heads, dim = k_pages.shape
+    n = pages * page_size
+    k = k_pages.view(1, n, heads, dim).transpose(1, 2)  # a view: no copy
+    v = v_pages.view(1, n, heads, dim).transpose(1, 2)
+    write_index = kwargs["write_index"][allocator.index]
+    read_index = kwargs["read_index"][allocator.index]
+    cu_q, cu_k = kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"]
+    T = query.shape[2]
+    key = _step_key(("full", n, page_size, T), write_index, read_index, cu_q, cu_k)
+    hit = _step_cache.get(key)
+    if hit is not None:
+        return k, v, hit[0]
+    q_req, q_pos = _query_map(cu_q, cu_k, T)
+    slot_req = torch.full((n,), -1, dtype=torch.int32)
+    slot_pos = torch.zeros((n,), dtype=torch.int32)
+    w = write_index.to(torch.int64)
+    keep = w < n
+    slot_req[w[keep]] = q_req[: w.numel()][keep]
+    slot_pos[w[keep]] = q_pos[: w.numel()][keep]
+    if read_index.numel():
+        r_req, r_pos = _key_map(cu_k, read_index.numel())
+        r = read_index.to(torch.int64)
+        keep = r < n
+        slot_req[r[keep]] = r_req[keep]
+        slot_pos[r[keep]] = r_pos[keep]
+    # Slots written or read only by padding tokens belong to no request.
+    pad_id = cu_q.numel() - 1
+    slot_req = torch.where(slot_req == pad_id, -1, slot_req)
+    q_req = torch.where(q_req == pad_id, -2, q_req)
+    mask = _block_mask(q_req, q_pos, slot_req, slot_pos, page_size, n, None)
+    return k, v, _remember(key, mask, (write_index, read_index, cu_q, cu_k))
+
+
+@torch.compiler.disable
+def _gathered_inputs(allocator, query, key, value, kwargs):
+    """Sliding-window layers: transformers gathered each request's window
+    (key/value [1, H_kv, sum(k_len), D], varlen by cu_seq_lens_k)."""
+    cu_q, cu_k = kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"]
+    T, S = query.shape[2], key.shape[2]
+    window = getattr(allocator, "sliding_window", None)
+    block = 16
+    S_pad = -(-S // block) * block
+    if S_pad != S:  # whole KV blocks: pad keys that belong to no request
+        key = torch.nn.functional.pad(key, (0, 0, 0, S_pad - S))
+        value = torch.nn.functional.pad(value, (0, 0, 0, S_pad - S))
+    cache_key = _step_key(("window", S_pad, T), cu_q, cu_k)
+    hit = _step_cache.get(cache_key)
+    if hit is not None:
+        return key, value, hit[0]
+    q_req, q_pos = _query_map(cu_q, cu_k, T)
+    k_req, k_pos = _key_map(cu_k, S_pad)
+    pad_id = cu_q.numel() - 1
+    k_req = torch.where(k_req == pad_id, -1, k_req)
+    q_req = torch.where(q_req == pad_id, -2, q_req)
+    # Gathered keys sit at their logical positions relative to each
+    # request's first gathered key; query positions use the same origin.
+    mask = _block_mask(q_req, q_pos, k_req, k_pos, block, S_pad, window)
+    return key, value, _remember(cache_key, mask, (cu_q, cu_k))

@@ -14,10 +14,12 @@
  * Every block carries a header before the pointer returned, so free knows
  * its size; pointers are aligned to at least 64 bytes.
  *
- * The compiled code does not test what it gets: a failed allocation is a
- * write through NULL. When malloc fails, the kept blocks are given back and
- * it is tried once more; failing again, the size is written to stderr
- * before NULL is returned (the process then dies of SIGSEGV, but says why).
+ * The compiled code does not test what it gets: a failed allocation would
+ * be a write through NULL. When malloc fails, the kept blocks are given back
+ * and it is tried once more; failing again, the call is abandoned if it can
+ * be (FlexGuard.c: the caller raises a MemoryError), else the size is
+ * written to stderr before NULL is returned (the process then dies of
+ * SIGSEGV, but says why).
  * Temporaries larger than the process can have are refused before the call
  * (python/torch_mlir_flex/backend/shapes.py): a FlexMemoryError naming
  * their shape.
@@ -29,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "FlexInternal.h"
 
 enum { HEADER = 64, KEEP_MIN_BYTES = 1 << 18, SLOTS = 64 };
 static const uint64_t MAGIC = 0x666c6578616c6c63ull; /* "flexallc" */
@@ -132,6 +136,7 @@ static void *allocate(uint64_t size, uint64_t alignment) {
     base = malloc(bytes);
   }
   if (!base) {
+    flex_guard_allocation_failed(size);
     fprintf(stderr,
             "torch_mlir_flex runtime: cannot allocate %" PRIu64
             " bytes (%.1f GB)\n",

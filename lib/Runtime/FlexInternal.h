@@ -10,4 +10,10 @@
 
 #define FLEX_RUNTIME_INTERNAL __attribute__((visibility("hidden")))
 
+#include <stdint.h>
+
+/* FlexGuard.c: abandons the calling thread's guarded call (longjmp) when it
+ * can; returns otherwise. */
+FLEX_RUNTIME_INTERNAL void flex_guard_allocation_failed(uint64_t bytes);
+
 #endif

@@ -160,3 +160,45 @@ assert dynamo.stats["eager"] == 1 and dynamo.stats["compiled"] >= 8, dict(dynamo
 print("OK")
 """)
     assert "OK" in out
+
+
+def test_allocation_failing_under_the_limit_raises():
+    """A temporary within the limit the shape checks use, which the heap
+    still cannot get (the address space is capped right above what the
+    process holds): the compiled code's heap abandons the call
+    (lib/Runtime/FlexGuard.c) and it raises FlexMemoryError, instead of
+    writing through NULL; the function works again once memory is back."""
+    require_compile()
+    out = _run("""
+import resource
+
+class Scores(torch.nn.Module):
+    def forward(self, q, k, v):  # a 1x2048x8192 f32 score temporary: 64 MiB
+        return torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v
+
+g = torch.Generator().manual_seed(0)
+args = [torch.randn(1, 2048, 16, generator=g), torch.randn(1, 8192, 16, generator=g),
+        torch.randn(1, 8192, 16, generator=g)]
+fn = torch_mlir_flex.compile(Scores(), tuple(args))
+want = Scores()(*args)
+
+def vm_bytes():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+
+soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (vm_bytes() + (16 << 20), hard))
+try:
+    fn(*args)
+except FlexMemoryError as e:
+    failed = e
+else:
+    failed = None
+resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+assert failed is not None, "the call got its 64 MiB temporary under a 16 MiB margin"
+assert isinstance(failed, MemoryError) and "cannot allocate" in str(failed), failed
+print("RAISED", failed)
+torch.testing.assert_close(fn(*args), want, rtol=1e-4, atol=1e-5)
+print("OK")
+""")
+    assert "RAISED" in out and "OK" in out, out

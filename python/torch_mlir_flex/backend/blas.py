@@ -302,6 +302,25 @@ def _runtime_count(name: str) -> int:
     return fn()
 
 
+def runtime_loaded() -> bool:
+    return _runtime is not None
+
+
+def guarded_call():
+    """The runtime's `flex_guarded_call(fn, args) -> int64` (FlexGuard.c):
+    calls a compiled function's packed wrapper and returns the size of an
+    allocation that failed in it (0: none), instead of letting the code
+    write through NULL. None without the runtime library."""
+    try:
+        runtime_library()
+    except FlexBackendError:
+        return None
+    fn = _runtime.flex_guarded_call
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    fn.restype = ctypes.c_int64
+    return fn
+
+
 def runtime_library() -> str:
     """Path of the runtime library, loaded (global, for the JIT's symbol
     lookup) with its BLAS functions set; FlexBackendError if either is

@@ -21,7 +21,7 @@ from . import memref_abi, out_heap
 from .fast_inputs import FastInputs
 from .calling import (UNSHARE_BEFORE, entry_signature, find_func, scalars_to_tensors, status_messages,
                       to_destination_passing, unshare_inits)
-from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexRuntimeError
+from .errors import FlexBackendError, FlexCompileError, FlexIndexError, FlexMemoryError, FlexRuntimeError
 from .shapes import ShapeProgram
 from .prechecks import _check_memref_element_types, check_known_parser_aborts
 from . import cache as compile_cache
@@ -184,7 +184,8 @@ class JitFunction:
                         for t in memrefs]
         scalar_kinds = {i: _SCALAR_KINDS.get(str(self._in_dtypes[i]), "int") for i in self._scalars}
         self._cfunc = memref_abi.PackedCall(
-            addr, [t.rank for t in memrefs], self.has_status, static_words, scalar_kinds)
+            addr, [t.rank for t in memrefs], self.has_status, static_words, scalar_kinds,
+            guard=_guard())
         self._set_spin_seconds(module)
         self._fixed_outs = None
         if all(dyn not in t.shape for t in self._out_types()):
@@ -327,7 +328,11 @@ class JitFunction:
                     for s, d in self._fixed_outs]
         else:
             outs = [out_heap.empty(s, d) for s, d in zip(self._out_shapes(shapes), self._out_dtypes)]
-        status = self._cfunc(items + outs)
+        try:
+            status = self._cfunc(items + outs)
+        except memref_abi.AllocationFailed as e:
+            raise FlexMemoryError("call", f"@{self.func_name}: the compiled code {e} for a temporary "
+                                          "(the process is out of memory); the call was abandoned") from None
         if status is not None and status[0]:
             raise self._runtime_error(status)
         if self._in_place:
@@ -374,6 +379,15 @@ class JitFunction:
         except (IndexError, KeyError, ValueError):
             msg = f"{template} {status[1:4]}"
         return (FlexIndexError if template.startswith("index") else FlexRuntimeError)(msg)
+
+
+def _guard():
+    """The runtime's guarded call (blas.guarded_call) when the runtime is
+    loaded (the modules whose heap is ours load it: _shared_libs), else
+    None (a module on libc's malloc)."""
+    from . import blas
+
+    return blas.guarded_call() if blas.runtime_loaded() else None
 
 
 # Scalar arguments passed by value (memref_abi.PackedCall), by dtype; "int"

@@ -66,8 +66,13 @@ class PackedCall:
     code that writes them is generated for the function once (straight
     lines, no loop over the arguments)."""
 
-    def __init__(self, address: int, ranks, status: bool = False, static_words=None, scalars=None):
+    def __init__(self, address: int, ranks, status: bool = False, static_words=None, scalars=None,
+                 guard=None):
         self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
+        # `guard(address, buffer)`: the runtime's flex_guarded_call, which
+        # returns the size of an allocation that failed (0: none), or None.
+        self._guard = guard
+        self._address = address
         scalars = dict(scalars or {})
         if static_words is None:
             static_words = [None] * len(ranks)
@@ -122,16 +127,30 @@ class PackedCall:
 
     def __call__(self, items):
         """Runs the function on `items` (see the class doc). Returns the
-        status words (a list of 4), or None without status."""
+        status words (a list of 4), or None without status. An allocation
+        the compiled code could not get (through `guard`) raises
+        AllocationFailed."""
         buf, base = self._thread_buffer()
         self._fill(buf, items)
         st = self._status_at
-        if st is None:
+        if st is not None:
+            buf[st:st + 4] = _NO_STATUS
+        if self._guard is None:
             self._fn(base)
-            return None
-        buf[st:st + 4] = _NO_STATUS
-        self._fn(base)
-        return buf[st:st + 4]
+        else:
+            failed = self._guard(self._address, base)
+            if failed:
+                raise AllocationFailed(failed)
+        return None if st is None else buf[st:st + 4]
+
+
+class AllocationFailed(MemoryError):
+    """The compiled code's heap could not allocate `.bytes` (FlexGuard.c):
+    the call was abandoned before it finished."""
+
+    def __init__(self, nbytes: int):
+        super().__init__(f"cannot allocate {nbytes} bytes ({nbytes / 1e9:.1f} GB)")
+        self.bytes = nbytes
 
 
 def _f64_bits(v) -> int:

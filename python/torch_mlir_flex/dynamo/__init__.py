@@ -28,7 +28,7 @@ sizes give a temporary larger than the process can have (a
 FlexMemoryError, raised before anything runs: SDPA's scores at the
 8192-token warmup of transformers' continuous batching) runs that call in
 eager PyTorch, with a warning, as a graph refused for it when compiling
-does.
+does. SDPA calls become flex_attention calls first (sdpa_as_flex.py).
 
 `stats` counts graphs seen, compiled and run eagerly in this process, and
 (`eager_calls`) calls run eagerly.
@@ -67,6 +67,9 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None,
         log.debug("torch_mlir_flex: backend argument %s=%r ignored", key, other[key])
     args = parse(mode, options, backend)
     stats["graphs"] += 1
+    from .sdpa_as_flex import rewrite
+
+    rewrite(gm)  # SDPA calls -> flex_attention (sdpa_as_flex.py), before export and AOTAutograd
     if needs_autograd(example_inputs):
         from .training import aot_backend
 

@@ -14,7 +14,6 @@
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
-#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
 #include "RuntimeFunctions.h"
@@ -220,15 +219,8 @@ struct FlexFoldIntMatmulOperandsPass
 void rewriteToCall(linalg::LinalgOp op, const IntContraction &ic,
                    func::FuncOp callee, RewriterBase &rewriter) {
   Value c = op.getDpsInits()[0];
-  int64_t flags = kAccumulate;
   // A zero fill of C right before the product: C is overwritten instead.
-  if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode())) {
-    if (fill.hasPureBufferSemantics() && fill.getDpsInits()[0] == c &&
-        matchPattern(fill.getInputs()[0], m_Zero())) {
-      rewriter.eraseOp(fill);
-      flags = 0;
-    }
-  }
+  int64_t flags = flex::foldZeroFill(op, c, rewriter) ? 0 : kAccumulate;
   if (ic.aSigned)
     flags |= kASigned;
 
@@ -237,33 +229,15 @@ void rewriteToCall(linalg::LinalgOp op, const IntContraction &ic,
   Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
   SmallVector<Value> operands = {op.getDpsInputs()[0], op.getDpsInputs()[1],
                                  c};
-  SmallVector<SmallVector<unsigned>> dims;
-  for (AffineMap m : op.getIndexingMapsArray())
-    dims.push_back(*plainDims(m));
-  // The size of loop dim `d`, from the first operand that indexes it.
-  auto sizeOf = [&](unsigned d) -> Value {
-    for (auto [v, ds] : llvm::zip(operands, dims))
-      for (auto [i, x] : llvm::enumerate(ds))
-        if (x == d)
-          return memref::DimOp::create(rewriter, loc, v, i);
-    llvm_unreachable("every dim is indexed");
-  };
-  SmallVector<Value> args = {sizeOf(ic.m), sizeOf(ic.n), sizeOf(ic.k)};
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  // Every loop dim is indexed by an operand (matchIntContraction).
+  SmallVector<Value> args;
+  for (unsigned d : {ic.m, ic.n, ic.k})
+    args.push_back(flex::loopDimSize(rewriter, loc, operands, maps, d));
   // (pointer, offset, stride along each of the operand's two loop dims).
-  unsigned order[3][2] = {{ic.m, ic.k}, {ic.k, ic.n}, {ic.m, ic.n}};
-  for (auto [idx, v] : llvm::enumerate(operands)) {
-    auto meta = memref::ExtractStridedMetadataOp::create(rewriter, loc, v);
-    args.push_back(
-        memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, v));
-    args.push_back(meta.getOffset());
-    for (unsigned d : order[idx]) {
-      Value stride = zero;
-      for (auto [i, x] : llvm::enumerate(dims[idx]))
-        if (x == d)
-          stride = meta.getStrides()[i];
-      args.push_back(stride);
-    }
-  }
+  int64_t order[3][2] = {{ic.m, ic.k}, {ic.k, ic.n}, {ic.m, ic.n}};
+  for (auto [idx, v, m] : llvm::enumerate(operands, maps))
+    flex::appendStridedOperand(rewriter, loc, v, m, order[idx], zero, args);
   args.push_back(arith::ConstantIndexOp::create(rewriter, loc, flags));
   func::CallOp::create(rewriter, loc, callee, args);
   rewriter.eraseOp(op);
@@ -286,10 +260,10 @@ struct FlexIntMatmulToCallsPass
     });
     IRRewriter rewriter(&getContext());
     for (auto [op, ic] : ops)
-      rewriteToCall(
-          op, ic,
-          flex::declareRuntimeFunction(module, "flex_gemm_u8s8", kNumIntGemmArgs),
-          rewriter);
+      rewriteToCall(op, ic,
+                    flex::declareRuntimeFunction(module, "flex_gemm_u8s8",
+                                                 kNumIntGemmArgs),
+                    rewriter);
   }
 };
 

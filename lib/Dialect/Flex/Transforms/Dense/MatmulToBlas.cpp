@@ -12,7 +12,6 @@
 
 #include "RuntimeFunctions.h"
 
-#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::flex {
@@ -62,15 +61,7 @@ bool rewriteToCall(linalg::LinalgOp op, func::FuncOp callee,
 
   Value c = op.getDpsInits()[0];
   // A zero fill of C right before the product: C is overwritten instead.
-  int64_t flags = kAccumulate;
-  if (auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode())) {
-    if (fill.hasPureBufferSemantics() && fill.getDpsInits()[0] == c &&
-        (matchPattern(fill.getInputs()[0], m_AnyZeroFloat()) ||
-         matchPattern(fill.getInputs()[0], m_Zero()))) {
-      rewriter.eraseOp(fill);
-      flags = 0;
-    }
-  }
+  int64_t flags = flex::foldZeroFill(op, c, rewriter) ? 0 : kAccumulate;
 
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
@@ -83,11 +74,8 @@ bool rewriteToCall(linalg::LinalgOp op, func::FuncOp callee,
   auto sizeOf = [&](int64_t dim) -> Value {
     if (dim < 0)
       return one;
-    for (auto [v, m] : llvm::zip(operands, maps))
-      for (auto [i, e] : llvm::enumerate(m.getResults()))
-        if (cast<AffineDimExpr>(e).getPosition() == dim)
-          return memref::DimOp::create(rewriter, loc, v, i);
-    return one;
+    Value size = flex::loopDimSize(rewriter, loc, operands, maps, dim);
+    return size ? size : one;
   };
   SmallVector<Value> args = {sizeOf(bDim), sizeOf(mDim), sizeOf(nDim),
                              sizeOf(kDim)};
@@ -95,19 +83,8 @@ bool rewriteToCall(linalg::LinalgOp op, func::FuncOp callee,
   // Pointer, offset and the strides of the three dims each operand spans.
   int64_t dimsOf[3][3] = {{bDim, mDim, kDim}, {bDim, kDim, nDim},
                           {bDim, mDim, nDim}};
-  for (auto [idx, v, m] : llvm::enumerate(operands, maps)) {
-    auto meta = memref::ExtractStridedMetadataOp::create(rewriter, loc, v);
-    args.push_back(
-        memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, v));
-    args.push_back(meta.getOffset());
-    for (int64_t dim : dimsOf[idx]) {
-      Value stride = zero;
-      for (auto [i, e] : llvm::enumerate(m.getResults()))
-        if (dim >= 0 && cast<AffineDimExpr>(e).getPosition() == dim)
-          stride = meta.getStrides()[i];
-      args.push_back(stride);
-    }
-  }
+  for (auto [idx, v, m] : llvm::enumerate(operands, maps))
+    flex::appendStridedOperand(rewriter, loc, v, m, dimsOf[idx], zero, args);
 
   if (getElementTypeOrSelf(c.getType()).isBF16())
     flags |= kOutputBf16;
@@ -132,8 +109,9 @@ struct FlexMatmulToBlasPass
       StringRef name = gemmFunction(op);
       if (name.empty())
         continue;
-      rewriteToCall(op, flex::declareRuntimeFunction(module, name, kNumGemmArgs),
-                    rewriter);
+      rewriteToCall(
+          op, flex::declareRuntimeFunction(module, name, kNumGemmArgs),
+          rewriter);
     }
   }
 };

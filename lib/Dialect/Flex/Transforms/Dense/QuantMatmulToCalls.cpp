@@ -105,10 +105,7 @@ void rewriteToCall(flex::QuantMatmulOp op, ModuleOp module,
                              memref::DimOp::create(rewriter, loc, x, 1)};
   // (pointer, offset[, row stride]) of each operand.
   auto pass = [&](Value v, bool rowStride) {
-    auto meta = memref::ExtractStridedMetadataOp::create(rewriter, loc, v);
-    args.push_back(
-        memref::ExtractAlignedPointerAsIndexOp::create(rewriter, loc, v));
-    args.push_back(meta.getOffset());
+    auto meta = flex::appendPointerAndOffset(rewriter, loc, v, args);
     if (rowStride)
       args.push_back(meta.getStrides()[0]);
   };
@@ -129,9 +126,9 @@ void rewriteToCall(flex::QuantMatmulOp op, ModuleOp module,
     flags |= kScalesBf16;
   args.push_back(cst(flags));
 
-  func::FuncOp callee =
-      int4 ? flex::declareRuntimeFunction(module, "flex_quant_matmul_i4", kNumI4Args)
-           : flex::declareRuntimeFunction(module, "flex_quant_matmul_i8", kNumI8Args);
+  func::FuncOp callee = flex::declareRuntimeFunction(
+      module, int4 ? "flex_quant_matmul_i4" : "flex_quant_matmul_i8",
+      int4 ? kNumI4Args : kNumI8Args);
   func::CallOp::create(rewriter, loc, callee, args);
   if (yOut != y)
     memref::CopyOp::create(rewriter, loc, yOut, y);

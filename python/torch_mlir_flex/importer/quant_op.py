@@ -42,7 +42,10 @@ import torch
 OP_NAME = "torch_mlir_flex::quant_matmul"
 FORMATS = ("int8", "int4_cpu")
 LAYOUT_BLOCK_N = {0: 32, 1: 32, 2: 64}  # BN of each int4 layout
-LAYOUT_NAMES = {0: "DEFAULT", 1: "AVX2", 2: "AVX512"}
+# The int4 layout torch packs with at each ATen CPU capability
+# (torch.backends.cpu.get_cpu_capability()); the one table of it.
+LAYOUT_OF_CAPABILITY = {"DEFAULT": 0, "AVX2": 1, "AVX512": 2}
+LAYOUT_NAMES = {layout: cap for cap, layout in LAYOUT_OF_CAPABILITY.items()}
 FLOAT_DTYPES = (torch.float32, torch.bfloat16)
 
 
@@ -178,6 +181,6 @@ def int4_cpu_layout() -> int:
         raise QuantMatmulError(
             "unknown CPU int4 packing: torch's _convert_weight_to_int4pack_for_cpu "
             f"(capability {torch.backends.cpu.get_cpu_capability()}) packs in none of the "
-            "layouts torch-mlir-flex knows (DEFAULT, AVX2, AVX512); int4 weights cannot "
-            "be compiled with this torch")
+            f"layouts torch-mlir-flex knows ({', '.join(LAYOUT_OF_CAPABILITY)}); int4 "
+            "weights cannot be compiled with this torch")
     return matches[0]

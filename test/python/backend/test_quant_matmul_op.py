@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from torch_mlir_flex.backend.compile import compile_mlir
+from torch_mlir_flex.importer.quant_op import LAYOUT_OF_CAPABILITY
 
 _MLIR = {torch.float32: "f32", torch.bfloat16: "bf16"}
-_LAYOUT_OF_CAPABILITY = {"DEFAULT": 0, "AVX2": 1, "AVX512": 2}
 
 
 # reference: flex-quant-matmul-to-linalg; tiled: flex-quant-matmul-to-calls
@@ -222,7 +222,7 @@ def torch_int4(request, tmp_path_factory):
 
 
 def test_int4_layout_rules_are_torchs_packing(torch_int4):
-    layout = _LAYOUT_OF_CAPABILITY[torch_int4["capability"]]
+    layout = LAYOUT_OF_CAPABILITY[torch_int4["capability"]]
     assert torch.equal(pack_int4(torch_int4["q"], layout), torch_int4["packed"])
 
 
@@ -231,7 +231,7 @@ def test_int4_layout_rules_are_torchs_packing(torch_int4):
 def test_int4_against_torch_weight_int4pack_mm(torch_int4, backend, dtype):
     M, K, N = torch_int4["shape"]
     g = torch_int4["group_size"]
-    layout = _LAYOUT_OF_CAPABILITY[torch_int4["capability"]]
+    layout = LAYOUT_OF_CAPABILITY[torch_int4["capability"]]
     x, sz, y_torch = torch_int4["cases"][_MLIR[dtype]]
     fn = compile_mlir(frontend_ir(M, K, N, "int4_cpu", g, layout, dtype, dtype, dynamic_m=True),
                       backend)

@@ -26,11 +26,11 @@ from torch_mlir_flex.importer import quantized_linear
 from torch_mlir_flex.importer.custom_ops import _registered_decomposition
 from torch_mlir_flex.importer.fx_importer import FlexFxImporter
 from torch_mlir_flex.importer.quant_op import (
-    QuantMatmulError, dequantize_int4, int4_cpu_layout, quant_matmul, unpack_int4)
+    LAYOUT_OF_CAPABILITY, QuantMatmulError, dequantize_int4, int4_cpu_layout, quant_matmul,
+    unpack_int4)
 from torch_mlir_flex.importer.quantized_linear import rewrite_quantized_linears
 
 QUANT_OP = torch.ops.torch_mlir_flex.quant_matmul.default
-CAPABILITY_LAYOUT = {"DEFAULT": 0, "AVX2": 1, "AVX512": 2}
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 # rtol against eager PyTorch (bf16: relative to the output's largest magnitude:
 # torchao rounds the bf16 mm before scaling, quant_matmul rounds once).
@@ -98,8 +98,8 @@ def test_int4_against_torch(dt):
 
 def test_layout_probe_matches_capability():
     cap = torch.backends.cpu.get_cpu_capability()
-    if cap in CAPABILITY_LAYOUT:
-        assert int4_cpu_layout() == CAPABILITY_LAYOUT[cap]
+    if cap in LAYOUT_OF_CAPABILITY:
+        assert int4_cpu_layout() == LAYOUT_OF_CAPABILITY[cap]
     else:  # a capability without a known layout: refused or recognised, never guessed
         try:
             layout = int4_cpu_layout()
@@ -321,7 +321,7 @@ def test_forced_capability(capability):
     assert proc.returncode == 0 and found, proc.stderr[-3000:]
     out = json.loads(found.group(1))
     assert out["capability"] == capability.upper()
-    assert out["layout"] == CAPABILITY_LAYOUT[out["capability"]]
+    assert out["layout"] == LAYOUT_OF_CAPABILITY[out["capability"]]
     assert out["count_f32"] == 2 and out["count_bf16"] == 2
     for key, err in out["err"].items():
         assert err < (1e-5 if key.endswith("f32") else 1e-2), (key, err)

@@ -85,16 +85,22 @@ def _is_flex_call(op) -> bool:
     return False
 
 
-def find_flex_calls(module: ir.Module):
+def find_ops(module: ir.Module, matches) -> list:
+    """The ops of ``module`` (nested ones included, in walk order) for which
+    ``matches(op)`` is true."""
     found = []
 
     def visit(op):
-        if _is_flex_call(op):
+        if matches(op):
             found.append(op)
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)
     return found
+
+
+def find_flex_calls(module: ir.Module):
+    return find_ops(module, _is_flex_call)
 
 
 def _opt_attr(op, name):
@@ -170,21 +176,18 @@ def _outline_one(module, op, decl_name) -> FlexCallInfo:
     res_types = _result_types(op)
     call_operands = [q, k, v] + bufs
 
-    with ir.InsertionPoint(module.body), ir.Location.unknown():
-        decl = func.FuncOp(decl_name, ir.FunctionType.get([x.type for x in call_operands], res_types))
-        decl.attributes["sym_visibility"] = ir.StringAttr.get("private")
-        a = decl.attributes
-        if score_ref is not None:
-            a["flex.score_mod"] = score_ref
-        if mask_ref is not None:
-            a["flex.mask_mod"] = mask_ref
-        a["flex.scale"] = ir.FloatAttr.get_f64(float(scale))
-        if gqa:
-            a["flex.enable_gqa"] = ir.UnitAttr.get()
-        a["flex.return_lse"] = ir.BoolAttr.get(return_lse)
-        a["flex.return_max_scores"] = ir.BoolAttr.get(return_max)
-        set_buffer_attrs(a, n_score, n_mask, n_block, block_sizes)
-    replace_with_call(op, decl_name, res_types, call_operands)
+    a = {}
+    if score_ref is not None:
+        a["flex.score_mod"] = score_ref
+    if mask_ref is not None:
+        a["flex.mask_mod"] = mask_ref
+    a["flex.scale"] = ir.FloatAttr.get_f64(float(scale))
+    if gqa:
+        a["flex.enable_gqa"] = ir.UnitAttr.get()
+    a["flex.return_lse"] = ir.BoolAttr.get(return_lse)
+    a["flex.return_max_scores"] = ir.BoolAttr.get(return_max)
+    set_buffer_attrs(a, n_score, n_mask, n_block, block_sizes)
+    outline_to_decl(module, op, decl_name, call_operands, res_types, a)
 
     def sym(attr):
         return None if attr is None else ir.FlatSymbolRefAttr(attr).value
@@ -194,13 +197,28 @@ def _outline_one(module, op, decl_name) -> FlexCallInfo:
 
 
 def set_buffer_attrs(a, n_score: int, n_mask: int, n_block: int, block_sizes) -> None:
-    """The decl's buffer counts (and block sizes, with block tensors)."""
+    """The decl's buffer counts (and block sizes, with block tensors), set in
+    ``a`` (a decl's attributes, or a dict of them)."""
     i64 = ir.IntegerType.get_signless(64)
     a["flex.num_score_buffers"] = ir.IntegerAttr.get(i64, n_score)
     a["flex.num_mask_buffers"] = ir.IntegerAttr.get(i64, n_mask)
     if n_block:
         a["flex.num_block_tensors"] = ir.IntegerAttr.get(i64, n_block)
         a["flex.block_sizes"] = ir.DenseI64ArrayAttr.get(list(block_sizes))
+
+
+def outline_to_decl(module: ir.Module, op, decl_name: str, call_operands, res_types,
+                    attrs: dict) -> None:
+    """Declares ``func.func private @decl_name`` at the module's end, typed
+    (call_operands' types) -> res_types and carrying ``attrs`` (name ->
+    attribute: the discardable ``flex.*`` ones), and replaces ``op`` by a
+    call of it."""
+    with ir.InsertionPoint(module.body), ir.Location.unknown():
+        decl = func.FuncOp(decl_name, ir.FunctionType.get([x.type for x in call_operands], res_types))
+        decl.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        for name, attr in attrs.items():
+            decl.attributes[name] = attr
+    replace_with_call(op, decl_name, res_types, call_operands)
 
 
 def replace_with_call(op, decl_name: str, res_types, call_operands) -> None:

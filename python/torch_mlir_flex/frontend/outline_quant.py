@@ -17,7 +17,7 @@ from typing import List
 from torch_mlir import ir
 
 from .errors import FlexFrontendError
-from .outline import _const, _owner_op, _shape, replace_with_call
+from .outline import _const, _owner_op, _shape, find_ops, outline_to_decl
 
 QUANT_OPERATORS = ("torch.torch_mlir_flex.quant_matmul", "torch_mlir_flex.quant_matmul")
 QUANT_DECL_PREFIX = "__flex_quant_matmul_"
@@ -30,15 +30,7 @@ def is_quant_call(op) -> bool:
 
 
 def find_quant_calls(module: ir.Module) -> list:
-    found = []
-
-    def visit(op):
-        if is_quant_call(op):
-            found.append(op)
-        return ir.WalkResult.ADVANCE
-
-    module.operation.walk(visit)
-    return found
+    return find_ops(module, is_quant_call)
 
 
 def _str_const(v: ir.Value, what: str) -> str:
@@ -56,8 +48,6 @@ def _int_const(v: ir.Value, what: str) -> int:
 
 
 def _outline_one(module: ir.Module, op, decl_name: str) -> None:
-    from torch_mlir.dialects import func
-
     operands = list(op.operands)
     if len(operands) != 6 or len(op.results) != 1:
         raise FlexFrontendError(
@@ -74,16 +64,12 @@ def _outline_one(module: ir.Module, op, decl_name: str) -> None:
         raise FlexFrontendError(
             f"quant_matmul ({fmt}) operands x, w, scales have ranks {ranks}, expected "
             f"[2, 2, {1 if fmt == 'int8' else 3}]")
-    res_types = [op.results[0].type]
-    call_operands = [x, w, scales]
     i64 = ir.IntegerType.get_signless(64)
-    with ir.InsertionPoint(module.body), ir.Location.unknown():
-        decl = func.FuncOp(decl_name, ir.FunctionType.get([v.type for v in call_operands], res_types))
-        decl.attributes["sym_visibility"] = ir.StringAttr.get("private")
-        decl.attributes["flex.quant.format"] = ir.StringAttr.get(fmt)
-        decl.attributes["flex.quant.group_size"] = ir.IntegerAttr.get(i64, group_size)
-        decl.attributes["flex.quant.layout"] = ir.IntegerAttr.get(i64, layout)
-    replace_with_call(op, decl_name, res_types, call_operands)
+    outline_to_decl(module, op, decl_name, [x, w, scales], [op.results[0].type], {
+        "flex.quant.format": ir.StringAttr.get(fmt),
+        "flex.quant.group_size": ir.IntegerAttr.get(i64, group_size),
+        "flex.quant.layout": ir.IntegerAttr.get(i64, layout),
+    })
 
 
 def outline_quant_calls(module: ir.Module, fresh) -> List[str]:

@@ -143,7 +143,12 @@ def paged_flex_attention_forward(module, query, key, value, attention_mask, scal
         raise ValueError(f"attention '{NAME}' does not support attention sinks")
     allocator = cache.layer_to_allocator[module.layer_idx]
     if _reads_in_place(allocator):
-        k, v, block_mask = _in_place_inputs(cache, allocator, module.layer_idx, query, kwargs)
+        rows, k_at, v_at, n, block_mask = _in_place_inputs(cache, allocator, module.layer_idx, query,
+                                                           kwargs)
+        # Views of the contiguous cache rows taken here, so that a compiled
+        # graph receives the cache itself (no copy of a strided view).
+        k = rows[k_at:k_at + n].unsqueeze(0).transpose(1, 2)
+        v = rows[v_at:v_at + n].unsqueeze(0).transpose(1, 2)
     else:
         k, v, block_mask = _gathered_inputs(allocator, query, key, value, kwargs)
     out = flex_attention(query, k, v, score_mod=_softcap_mod(softcap), block_mask=block_mask,
@@ -254,8 +259,10 @@ def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     k_pages, v_pages = allocator.get_cache_for_block_table(layer_idx)
     pages, page_size, heads, dim = k_pages.shape
     n = pages * page_size
-    k = k_pages.view(1, n, heads, dim).transpose(1, 2)  # a view: no copy
-    v = v_pages.view(1, n, heads, dim).transpose(1, 2)
+    rows = allocator.cache_tensor.view(-1, heads, dim)  # [slots * 2, H_kv, D], contiguous
+    row_bytes = rows.stride(0) * rows.element_size()
+    k_at = (k_pages.data_ptr() - rows.data_ptr()) // row_bytes
+    v_at = (v_pages.data_ptr() - rows.data_ptr()) // row_bytes
     write_index = kwargs["write_index"][allocator.index]
     read_index = kwargs["read_index"][allocator.index]
     cu_q, cu_k = kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"]
@@ -263,7 +270,7 @@ def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     key = _step_key(("full", n, page_size, T), write_index, read_index, cu_q, cu_k)
     hit = _step_cache.get(key)
     if hit is not None:
-        return k, v, hit[0]
+        return rows, k_at, v_at, n, hit[0]
     q_req, q_pos = _query_map(cu_q, cu_k, T)
     slot_req = torch.full((n,), -1, dtype=torch.int32)
     slot_pos = torch.zeros((n,), dtype=torch.int32)
@@ -282,7 +289,7 @@ def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     slot_req = torch.where(slot_req == pad_id, -1, slot_req)
     q_req = torch.where(q_req == pad_id, -2, q_req)
     mask = _block_mask(q_req, q_pos, slot_req, slot_pos, page_size, n, None)
-    return k, v, _remember(key, mask, (write_index, read_index, cu_q, cu_k))
+    return rows, k_at, v_at, n, _remember(key, mask, (write_index, read_index, cu_q, cu_k))
 
 
 @torch.compiler.disable

@@ -1,6 +1,8 @@
 """Serving benchmark: `python -m benchmarks.serve [--all] [--reps N]
 [--readme]`; `--quant [--quick]`: the quantized models' benchmark
-(benchmarks/serve_quant.py, its own options).
+(benchmarks/serve_quant.py, its own options); `--concurrent [--quick]`:
+the concurrent-serving benchmark over transformers' continuous batching
+(benchmarks/serve/concurrent.py, its own options).
 
 For each configuration (configs.py), one process per implementation
 (child.py: HF's flex path uncompiled, inductor with a DynamicCache and
@@ -178,9 +180,16 @@ def main():
 
         quant_main(sys.argv[1:])
         return
+    if "--concurrent" in sys.argv[1:]:
+        from .concurrent import main as concurrent_main
+
+        concurrent_main(sys.argv[1:])
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quant", action="store_true", help="the quantized models (python -m benchmarks.serve "
                                                          "--quant --help: its options)")
+    ap.add_argument("--concurrent", action="store_true", help="continuous batching under a request stream "
+                                                              "(python -m benchmarks.serve --concurrent --help)")
     ap.add_argument("--all", action="store_true", help="add the Qwen2-0.5B-shaped configurations")
     ap.add_argument("--only", default="", help="comma-separated configuration names (as in the table), "
                                                "e.g. 'qwen2 L=24 f32 B=1 P=128'")

@@ -81,8 +81,9 @@ def _has_accelerator() -> bool:
 
 def _keep_manager(model) -> None:
     """Wraps the model's `init_continuous_batching` (the runner calls it
-    once, then `warmup()`) to keep the manager on the model and log the
-    compile counts after its warmup."""
+    once, then `warmup()`) to keep the manager on the model, log the
+    compile counts after its warmup and count the requests cancelled while
+    in the batch (the runner calls `cancel_request` only for those)."""
     init = model.init_continuous_batching
 
     def init_continuous_batching(*args, **kwargs):
@@ -96,6 +97,14 @@ def _keep_manager(model) -> None:
                         model._flex_backend, _dynamo_stats())
 
         manager.warmup = warmup_and_log
+        cancel_request = manager.cancel_request
+        model._flex_cancelled = 0
+
+        def count_and_cancel(request_id):
+            model._flex_cancelled += 1  # a request left the batch unfinished (its client left)
+            cancel_request(request_id)
+
+        manager.cancel_request = count_and_cancel
         return manager
 
     model.init_continuous_batching = init_continuous_batching
@@ -111,7 +120,7 @@ def engine_report(model, processor) -> dict:
     """In the model's process: the backend, the torch_mlir_flex Dynamo
     counts (graphs, compiled, eager, eager_calls, ...: zero for another
     backend) and, with continuous batching, the KV cache's free and total
-    bytes and the requests in the batch."""
+    bytes, the requests in the batch and those cancelled so far."""
     report = {"backend": getattr(model, "_flex_backend", None), "dynamo": _dynamo_stats()}
     manager = getattr(model, "_flex_cb_manager", None)
     processor_ = None if manager is None else manager.batch_processor
@@ -124,5 +133,6 @@ def engine_report(model, processor) -> dict:
         }
         scheduler = processor_.scheduler
         report["requests"] = {"active": len(scheduler.active_requests),
-                              "waiting": len(scheduler.waiting_requests)}
+                              "waiting": len(scheduler.waiting_requests),
+                              "cancelled": getattr(model, "_flex_cancelled", 0)}
     return report

@@ -10,7 +10,9 @@ several API servers):
 - the model loads through `engine.FlexModelLoader` (its process registers
   the backend, keeps the batching manager; the CPU without `accelerate`);
 - the app gets a `GET /flex/stats` route: for each model whose process
-  runs, `engine.engine_report` (compile counts, KV cache) from that process.
+  runs, `engine.engine_report` (compile counts, KV cache) from that process;
+  and its handlers refuse with a 4xx the requests that serve would answer
+  with a 500 or that would kill its batching worker (validation.py).
 """
 
 import contextlib
@@ -18,6 +20,7 @@ import contextlib
 from transformers.cli.serve import Serve
 
 from .engine import FlexModelLoader, compile_config, engine_report
+from .validation import check_chat_body, check_responses_body, guard
 
 STATS_PATH = "/flex/stats"
 
@@ -32,7 +35,7 @@ class FlexServe(Serve):
 
     def run(self, socket=None, engine_connection=None) -> None:
         self._use_backend()
-        with _stats_route():
+        with _our_app():
             super().run(socket, engine_connection)
 
     def run_api_servers(self, count: int) -> None:
@@ -61,15 +64,21 @@ FlexServe.__doc__ = Serve.__doc__
 
 
 @contextlib.contextmanager
-def _stats_route():
+def _our_app():
     """Serve.run builds its app with `serving.server.build_server`, which it
-    imports when it runs: for that call, ours, which adds the route."""
+    imports when it runs: for that call, ours, which adds the route and
+    guards the handlers."""
     from transformers.cli.serving import server
 
     original = server.build_server
 
-    def build_server(model_manager, *args, **kwargs):
-        app = original(model_manager, *args, **kwargs)
+    def build_server(model_manager, chat_handler, *args, **kwargs):
+        guard(chat_handler, check_chat_body)
+        if kwargs.get("completion_handler") is not None:
+            guard(kwargs["completion_handler"])
+        if kwargs.get("response_handler") is not None:
+            guard(kwargs["response_handler"], check_responses_body)
+        app = original(model_manager, chat_handler, *args, **kwargs)
 
         @app.get(STATS_PATH)
         async def flex_stats():

@@ -8,8 +8,8 @@ transformers' continuous batching (ContinuousBatchingManager) on the tiny
 Llama and the Qwen2-0.5B shape (f32, bf16) at 1, 4, 16 and 64 requests in
 flight, each implementation in its own process: ours (CompileConfig(
 backend="torch_mlir_flex") for the varlen and decode paths), inductor,
-no compile; llama.cpp as an optional peer (its server's parallel slots:
-see `llama_cpp_row`). Per point: output tokens/s, requests/s, time to
+no compile; llama.cpp as an optional peer (its server's parallel slots on
+llama-cpp-python's library: concurrent_llama.py). Per point: output tokens/s, requests/s, time to
 first token and inter-token latency p50 / p99; per implementation: the
 warmup, the graphs compiled (whole stream) and run in eager, and whether
 each checked request's tokens equal its own greedy generation (f32). The
@@ -61,22 +61,16 @@ def configs(models, quick):
     return out
 
 
-def llama_cpp_row(spec):
-    """llama.cpp's server with as many parallel slots as requests in
-    flight: not run unless a `llama-server` executable is found (llama-cpp-
-    python's own server takes one request at a time; its Llama class
-    decodes one sequence)."""
-    import shutil
-
+def llama_cpp_row(spec, rates, cache_dir, timeout):
+    """llama.cpp with parallel slots as its server runs them
+    (concurrent_llama.py), or a "not run" row saying why (llama-cpp-python
+    is in the dev venv only)."""
     from ..llama_cpp_peer import available
 
     why = available()
     if why:
         return {"error": "not run: " + why}
-    if not shutil.which("llama-server"):
-        return {"error": "not run: no llama-server executable on PATH (llama-cpp-python builds the library only; "
-                         "its Python server serves one request at a time, not parallel slots)"}
-    return {"error": "not run: the llama-server driver is not written yet"}
+    return run_json_child("benchmarks.serve.concurrent_llama", dict(spec, rates=rates), cache_dir, timeout)
 
 
 def single_stream(spec, cache_dir, timeout):
@@ -126,6 +120,9 @@ def markdown(rows, host) -> str:
     for row in rows:
         for impl, r in row["results"].items():
             if not _ok(r):
+                continue
+            if "compiles_total" not in r:  # llama.cpp
+                out.append(f"| {row['config']} | {impl} | {r['warmup_s']:.1f} | – | – | – | – |")
                 continue
             total, warm = r["compiles_total"], r["compiles_warmup"]
             same = "–" if "tokens_differ" not in r else (
@@ -326,7 +323,7 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
                 print(json.dumps({"config": name, "single": row["single"]}), flush=True)
             for impl in impls:
                 if impl == "llama.cpp":
-                    r = llama_cpp_row(spec)
+                    r = llama_cpp_row(spec, rates, cache, args.timeout)
                 else:
                     r = run_json_child("benchmarks.serve.concurrent_child", dict(spec, impl=impl, rates=rates),
                                        cache, args.timeout)

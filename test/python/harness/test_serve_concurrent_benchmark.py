@@ -214,6 +214,37 @@ def test_keep_other_impls_and_the_cli_refuses_unknown_names(tmp_path):
         cc.main(["--concurrent", "--rates", "0", "--no-measure-host"], results=str(path))
 
 
-def test_llama_cpp_row_says_why_it_did_not_run():
-    r = cc.llama_cpp_row(dict(model="tiny", dtype="f32"))
-    assert r["error"].startswith("not run: ")
+def test_llama_cpp_row_says_why_it_did_not_run(monkeypatch):
+    """llama.cpp (optional, dev venv only) where llama_cpp cannot run: a
+    "not run" row with the reason, never an exception."""
+    import benchmarks.llama_cpp_peer as peer
+
+    monkeypatch.setattr(peer, "available", lambda: "llama_cpp not importable (test)")
+    assert cc.llama_cpp_row({}, ["inf"], "", 1) == {"error": "not run: llama_cpp not importable (test)"}
+
+
+def test_llama_cpp_slots_serve_the_stream(tmp_path):
+    """Where llama-cpp-python is installed (never in CI): the slot server on
+    the tiny model's GGUF, through the same driver, at 1 and 3 in flight:
+    every request gets its tokens, one stamp each."""
+    from benchmarks.llama_cpp_peer import available, gguf_file
+    from benchmarks.quant_models import QuantServeConfig
+    from benchmarks.serve.concurrent_llama import SlotServer
+
+    if available():
+        pytest.skip(available())
+    path = gguf_file(QuantServeConfig("tiny", "int8"), "F32", str(tmp_path))
+    stream = ch.make_stream(ch.StreamSpec(5, 4, 40, 2, 6, seed=5), 256)
+    server = SlotServer(path, 3, 64, n_batch=32)  # prompts longer than the batch: chunked prefill
+    server.start()
+    try:
+        one = ch.drive(server, stream, math.inf, 1, timeout=60)
+        three = ch.drive(server, stream, math.inf, 3, timeout=60)
+    finally:
+        server.stop()
+        server.close()
+    for records in (one, three):
+        assert [len(r["tokens"]) for r in records] == [r["max_new_tokens"] for r in stream]
+        assert [len(r["times"]) for r in records] == [r["max_new_tokens"] for r in stream]
+        assert all(0 <= t < 256 for r in records for t in r["tokens"])
+    assert [r["tokens"] for r in one] == [r["tokens"] for r in three]

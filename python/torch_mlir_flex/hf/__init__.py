@@ -24,6 +24,10 @@ def __getattr__(name):
         from . import generate
 
         return getattr(generate, name)
+    if name in ("register_paged_flex", "paged_flex_attention_forward"):
+        from . import paged
+
+        return getattr(paged, name)
     if name in ("flex_attention_with_sinks", "renormalize_with_sinks"):
         from . import sinks
 

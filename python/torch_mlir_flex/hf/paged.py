@@ -215,32 +215,57 @@ def _key_map(cu_k, num_keys):
     return req.to(torch.int32), pos.to(torch.int32)
 
 
-def _block_mask(q_req, q_pos, kv_req, kv_pos, block, num_kv, window):
-    """BlockMask with BLOCK_SIZE (block, block): query block i lists the KV
-    blocks holding a slot of one of its requests at a position one of its
-    tokens may see; mask_mod decides per element."""
-    T = q_req.numel()
-    nq, nk = -(-T // block), num_kv // block
+def _page_blocks(q_req, q_pos, kv_req, kv_pos, block, num_kv):
+    """[T, num_kv // block] (visible, fully visible) per query token and
+    page, for paged slots: a page belongs to one request, its used slots
+    hold consecutive positions from page_min to page_max."""
+    nk = num_kv // block
     slot_req = kv_req[: nk * block].view(nk, block)
     slot_pos = kv_pos[: nk * block].view(nk, block)
     used = slot_req >= 0
-    big = torch.iinfo(torch.int32).max
-    page_req = torch.where(used, slot_req, -1).amax(1)  # one request per page
-    page_min = torch.where(used, slot_pos, big).amin(1)
+    page_req = torch.where(used, slot_req, -1).amax(1)
+    page_min = torch.where(used, slot_pos, torch.iinfo(torch.int32).max).amin(1)
     page_max = torch.where(used, slot_pos, -1).amax(1)
-    hit = (page_req[None, :] == q_req[:, None]) & (page_min[None, :] <= q_pos[:, None])
-    if window is not None:
-        hit &= (q_pos[:, None] - page_max[None, :]) < window
+    same = page_req[None, :] == q_req[:, None]
+    seen = same & (page_min[None, :] <= q_pos[:, None])
+    full = same & used.all(1)[None, :] & (page_max[None, :] <= q_pos[:, None])
+    return seen, full
+
+
+def _element_blocks(q_req, q_pos, kv_req, kv_pos, block, num_kv, window):
+    """[T, num_kv // block] (visible, fully visible) from the element mask
+    (gathered keys: a block may hold keys of several requests)."""
+    allowed = _mask_mod(q_req, q_pos, kv_req, kv_pos, window)(
+        0, 0, torch.arange(q_req.numel())[:, None], torch.arange(num_kv)[None, :])
+    allowed = allowed.view(q_req.numel(), num_kv // block, block)
+    return allowed.any(-1), allowed.all(-1)
+
+
+def _block_mask(seen, full, q_req, q_pos, kv_req, kv_pos, block, num_kv, window):
+    """BlockMask with BLOCK_SIZE (block, block) from per-token block
+    visibility: query block i lists the KV blocks one of its tokens may see
+    (partial: mask_mod decides per element) and, apart, the blocks all its
+    tokens see whole (full: no mask_mod)."""
+    T, nk = seen.shape
+    nq = -(-T // block)
     pad = nq * block - T
-    if pad:
-        hit = torch.cat([hit, hit.new_zeros(pad, nk)])
-    hit = hit.view(nq, block, nk).any(1)
-    num = hit.sum(-1, dtype=torch.int32)
-    order = torch.argsort(hit.to(torch.int8), dim=-1, descending=True, stable=True)
+    if pad:  # rows past T: see nothing, do not spoil "full"
+        seen = torch.cat([seen, seen.new_zeros(pad, nk)])
+        full = torch.cat([full, full.new_ones(pad, nk)])
+    seen = seen.view(nq, block, nk).any(1)
+    full = full.view(nq, block, nk).all(1) & seen
+    partial = seen & ~full
+
+    def listed(blocks):
+        num = blocks.sum(-1, dtype=torch.int32).view(1, 1, nq)
+        order = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True)
+        return num, order.to(torch.int32).view(1, 1, nq, nk)
+
+    num, indices = listed(partial)
+    full_num, full_indices = listed(full)
     return BlockMask.from_kv_blocks(
-        num.view(1, 1, nq), order.to(torch.int32).view(1, 1, nq, nk),
-        BLOCK_SIZE=(block, block), mask_mod=_mask_mod(q_req, q_pos, kv_req, kv_pos, window),
-        seq_lengths=(T, num_kv))
+        num, indices, full_num, full_indices, BLOCK_SIZE=(block, block),
+        mask_mod=_mask_mod(q_req, q_pos, kv_req, kv_pos, window), seq_lengths=(T, num_kv))
 
 
 def _mask_mod(q_req, q_pos, kv_req, kv_pos, window):
@@ -288,7 +313,8 @@ def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     pad_id = cu_q.numel() - 1
     slot_req = torch.where(slot_req == pad_id, -1, slot_req)
     q_req = torch.where(q_req == pad_id, -2, q_req)
-    mask = _block_mask(q_req, q_pos, slot_req, slot_pos, page_size, n, None)
+    seen, full = _page_blocks(q_req, q_pos, slot_req, slot_pos, page_size, n)
+    mask = _block_mask(seen, full, q_req, q_pos, slot_req, slot_pos, page_size, n, None)
     return rows, k_at, v_at, n, _remember(key, mask, (write_index, read_index, cu_q, cu_k))
 
 
@@ -315,5 +341,6 @@ def _gathered_inputs(allocator, query, key, value, kwargs):
     q_req = torch.where(q_req == pad_id, -2, q_req)
     # Gathered keys sit at their logical positions relative to each
     # request's first gathered key; query positions use the same origin.
-    mask = _block_mask(q_req, q_pos, k_req, k_pos, block, S_pad, window)
+    seen, full = _element_blocks(q_req, q_pos, k_req, k_pos, block, S_pad, window)
+    mask = _block_mask(seen, full, q_req, q_pos, k_req, k_pos, block, S_pad, window)
     return key, value, _remember(cache_key, mask, (cu_q, cu_k))

@@ -1,0 +1,213 @@
+"""Paged flex attention (`torch_mlir_flex.hf.paged`) under transformers'
+continuous batching: `generate_batch` of ragged prompts through a small
+paged cache (chunked prefill, requests waiting for pages, pages freed and
+reused) gives the tokens of per-request greedy `generate` with SDPA, in
+eager PyTorch and compiled by our torch.compile backend (no graph run in
+eager); each layer's output equals transformers' SDPA path (gathered K/V,
+its varlen mask) on the same step.
+
+    PYTHONPATH=python pytest -q test/python/hf/test_paged_flex.py
+"""
+
+import logging
+import warnings
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from transformers import (  # noqa: E402
+    CompileConfig, ContinuousBatchingConfig, GenerationConfig, LlamaConfig, LlamaForCausalLM,
+    MistralConfig, MistralForCausalLM)
+from transformers.generation.continuous_batching.utils import build_attention_mask  # noqa: E402
+from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+
+from torch_mlir_flex import dynamo, log  # noqa: E402
+from torch_mlir_flex.hf import paged  # noqa: E402
+
+warnings.filterwarnings("ignore")
+dynamo.register()
+paged.register_paged_flex()
+
+LENGTHS = [3, 17, 40, 9, 25]
+NEW = 8
+
+
+def _model(sliding_window=None):
+    torch.manual_seed(0)
+    common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
+    if sliding_window is None:
+        cfg, cls = LlamaConfig(**common), LlamaForCausalLM
+    else:
+        cfg, cls = MistralConfig(**common, head_dim=16, sliding_window=sliding_window), MistralForCausalLM
+    return cls._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32).eval()
+
+
+def _prompts():
+    g = torch.Generator().manual_seed(1)
+    return [torch.randint(3, 128, (n,), generator=g).tolist() for n in LENGTHS]
+
+
+def _config():
+    return GenerationConfig(max_new_tokens=NEW, do_sample=False, eos_token_id=None, pad_token_id=0)
+
+
+def _reference(model, prompts):
+    model.set_attn_implementation("sdpa")
+    out = []
+    with torch.no_grad():
+        for p in prompts:
+            ids = model.generate(torch.tensor([p]), max_new_tokens=NEW, min_new_tokens=NEW,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0)
+            out.append(ids[0, len(p):].tolist())
+    return out
+
+
+def _generate_batch(model, prompts, page_size, compile_config=None):
+    """16 pages for 134 tokens: requests wait for pages that others free;
+    32 tokens per batch: the 40-token prompt is prefilled in chunks."""
+    model.set_attn_implementation(paged.NAME)
+    cb = ContinuousBatchingConfig(page_size=page_size, num_blocks=128 // page_size, max_batch_tokens=32,
+                                  max_requests_per_batch=4, varlen_compile_config=compile_config)
+    with torch.no_grad():
+        out = model.generate_batch(prompts, generation_config=_config(), continuous_batching_config=cb)
+    return [out[f"req_{i}"].generated_tokens for i in range(len(prompts))]
+
+
+@pytest.mark.parametrize("page_size", [4, 8])
+def test_generate_batch_eager(page_size):
+    model, prompts = _model(), _prompts()
+    want = _reference(model, prompts)
+    assert _generate_batch(model, prompts, page_size) == want
+
+
+def test_generate_batch_sliding_window_eager():
+    model, prompts = _model(sliding_window=12), _prompts()
+    want = _reference(model, prompts)
+    assert _generate_batch(model, prompts, 8) == want
+
+
+def _compiled(model, prompts, page_size):
+    torch._dynamo.reset()
+    before = dict(dynamo.stats)
+    with log.capture(logging.WARNING) as warned:
+        got = _generate_batch(model, prompts, page_size,
+                              CompileConfig(backend="torch_mlir_flex", fullgraph=False))
+    delta = {k: dynamo.stats[k] - before.get(k, 0) for k in dynamo.stats}
+    return got, delta, warned
+
+
+@pytest.mark.parametrize("page_size", [4, 8])
+def test_generate_batch_compiled(page_size):
+    """Every captured graph runs compiled; compile-time padding (transformers
+    pads each batch to max_batch_tokens) keeps the shapes fixed, so the
+    number of graphs stays small (11 for this model: the layers split at
+    the cache update, which transformers keeps out of the graph)."""
+    model, prompts = _model(), _prompts()
+    want = _reference(model, prompts)
+    got, delta, warned = _compiled(model, prompts, page_size)
+    print(f"page_size={page_size}: {delta}")
+    assert got == want
+    assert delta.get("eager", 0) == 0, warned
+    assert 0 < delta["graphs"] <= 16, delta
+
+
+def test_generate_batch_sliding_window_compiled():
+    model, prompts = _model(sliding_window=12), _prompts()
+    want = _reference(model, prompts)
+    got, delta, warned = _compiled(model, prompts, 8)
+    print(f"sliding window: {delta}")
+    assert got == want
+    assert delta.get("eager", 0) == 0, warned
+
+
+def _sdpa_paged_reference(module, query, key, value, scaling, kwargs):
+    """transformers' SDPA path for this step: each request's cache gathered
+    by read_index (the full-attention layer's cache, already written), the
+    varlen mask of `build_attention_mask`, `sdpa_attention_forward`."""
+    cache = kwargs[paged._CACHE_KWARG]
+    allocator = cache.layer_to_allocator[module.layer_idx]
+    read_index = kwargs["read_index"][allocator.index]
+    window = getattr(allocator, "sliding_window", None)  # key/value: gathered by transformers
+    if window is None and read_index.numel():
+        k_rows, v_rows = allocator._kv_token_views[module.layer_idx]
+        key = k_rows.index_select(0, read_index).transpose(0, 1).unsqueeze(0)
+        value = v_rows.index_select(0, read_index).transpose(0, 1).unsqueeze(0)
+    cu_q = kwargs["cu_seq_lens_q"].tolist()
+    cu_k = kwargs["cu_seq_lens_k"].tolist()
+    mask = torch.full((1, 1, query.shape[2], key.shape[2]), torch.finfo(query.dtype).min)
+    build_attention_mask(mask, cu_q, cu_k, sliding_window=window or 1)
+    out, _ = sdpa_attention_forward(module, query, key, value, mask,
+                                    scaling=scaling, is_causal=False)
+    return out[:, : cu_q[-1]]
+
+
+def _listed(num, indices):
+    nq, nk = indices.shape[-2:]
+    out = torch.zeros(nq, nk, dtype=torch.bool)
+    for i in range(nq):
+        out[i, indices[0, 0, i, : num[0, 0, i]].long()] = True
+    return out
+
+
+def _check_block_mask(block_mask):
+    """Eager flex_attention reads mask_mod only; the compiled kernel skips
+    unlisted blocks and does not call mask_mod on full ones. So: every
+    element mask_mod allows lies in a listed block, full blocks are allowed
+    whole, no block is both."""
+    T, N = block_mask.seq_lengths
+    qb, kb = block_mask.BLOCK_SIZE
+    allowed = block_mask.mask_mod(0, 0, torch.arange(T)[:, None], torch.arange(N)[None, :])
+    partial = _listed(block_mask.kv_num_blocks, block_mask.kv_indices)
+    full = _listed(block_mask.full_kv_num_blocks, block_mask.full_kv_indices)
+    assert not (partial & full).any()
+
+    def expand(blocks):
+        return blocks.repeat_interleave(qb, 0).repeat_interleave(kb, 1)[:T, :N]
+
+    assert not (allowed & ~expand(partial | full)).any(), "an allowed element in a skipped block"
+    assert allowed[expand(full)].all(), "a full block with masked elements"
+    return int(partial.sum()), int(full.sum()), partial.numel()
+
+
+@pytest.mark.parametrize("page_size,window", [(4, None), (8, None), (8, 12)])
+def test_layer_outputs_equal_sdpa_paged(page_size, window, monkeypatch):
+    """Every layer call of every step: our output for the real tokens equals
+    transformers' SDPA computation on the same cache state, and the step's
+    BlockMask covers what mask_mod allows."""
+    from transformers import AttentionInterface
+
+    checked, blocks = [], []
+
+    def checking(module, query, key, value, attention_mask, scaling=None, **kwargs):
+        out, _ = paged.paged_flex_attention_forward(module, query, key, value, attention_mask,
+                                                    scaling=scaling, **kwargs)
+        want = _sdpa_paged_reference(module, query, key, value, scaling, kwargs)
+        torch.testing.assert_close(out[:, : want.shape[1]], want, rtol=1e-5, atol=1e-5)
+        (block_mask, _), = paged._step_cache.values()
+        blocks.append(_check_block_mask(block_mask))
+        checked.append(kwargs["cu_seq_lens_q"].numel() - 1)
+        return out, None
+
+    monkeypatch.setitem(AttentionInterface._global_mapping, paged.NAME, checking)
+    model, prompts = _model(window), _prompts()
+    _generate_batch(model, prompts, page_size)
+    # Steps with several requests and the chunked prefill were all checked.
+    assert len(checked) >= 2 * 10 and max(checked) >= 3
+    partial, full, total = (sum(b[i] for b in blocks) for i in range(3))
+    print(f"page_size={page_size} window={window}: {partial} partial + {full} full of {total} blocks")
+    if window is None:
+        # In place: most of the grid is other requests' pages and other
+        # layers' rows, all skipped; whole pages of the past are full.
+        assert partial + full < total / 4 and full > 0
+    else:  # gathered varlen keys: other requests' keys are skipped
+        assert partial + full < total
+
+
+def test_outside_continuous_batching_is_refused():
+    model = _model()
+    model.set_attn_implementation(paged.NAME)
+    with pytest.raises(ValueError, match="continuous batching"):
+        model(torch.tensor([[5, 6, 7]]))

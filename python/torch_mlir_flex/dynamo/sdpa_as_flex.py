@@ -193,11 +193,12 @@ def _mask_buffer(mask):
     """(buffer, keep): the mask with its size-1 dims dropped (a view, never
     expanded) and which of (b, h, q_idx, kv_idx) index it, broadcasting as
     SDPA does."""
-    shape = (1,) * (4 - mask.dim()) + tuple(mask.shape)
+    missing = 4 - mask.dim()
+    shape = (1,) * missing + tuple(mask.shape)
     keep = tuple(d for d in range(4) if not _static_eq(shape[d], 1))
-    for d in reversed(range(mask.dim())):
-        if d + 4 - mask.dim() not in keep:
-            mask = mask.select(d, 0)
+    for d in reversed(range(missing, 4)):
+        if d not in keep:
+            mask = mask.select(d - missing, 0)
     return mask, keep
 
 

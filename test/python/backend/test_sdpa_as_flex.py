@@ -58,16 +58,19 @@ def test_causal_top_left(l, s, fresh):
                    _qkv(l=l, s=s), fresh)
 
 
-@pytest.mark.parametrize("shape", [(B, 1, L, S), (L, S), (B, 1, 1, S), (B, H, L, S)])
+@pytest.mark.parametrize("shape", [(2, 1, L, S), (L, S), (2, 1, 1, S), (1, H, 1, S), (2, H, L, 1), (2, H, L, S)])
 def test_float_mask(shape, fresh):
+    """Size-1 dims broadcast (batch 2)."""
     m = _float_mask(shape)
-    _check_forward(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), _qkv() + [m], fresh)
+    _check_forward(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                   _qkv(b=2) + [m], fresh)
 
 
-@pytest.mark.parametrize("shape", [(B, 1, L, S), (L, S)])
+@pytest.mark.parametrize("shape", [(2, 1, L, S), (L, S)])
 def test_bool_mask(shape, fresh):
     m = _bool_mask(shape)
-    _check_forward(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m), _qkv() + [m], fresh)
+    _check_forward(lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                   _qkv(b=2) + [m], fresh)
 
 
 def test_gqa_scale_and_value_head_dim(fresh):
@@ -205,3 +208,43 @@ def test_disabled_by_env(monkeypatch):
     monkeypatch.setenv(sdpa_as_flex.ENV, "decompose")
     gm = _captured(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), _qkv())
     assert sdpa_as_flex.sdpa_flex not in _targets(gm)
+
+
+def _grads(fn, tensors, compiled: bool):
+    """Output and gradients of sum(out * weight) w.r.t. the floating-point
+    `tensors` that are not masks (copies; float64 when not compiled)."""
+    dtype = torch.float32 if compiled else torch.float64
+    args = [t.detach().to(dtype) if t.is_floating_point() else t for t in tensors]
+    leaves = args[:3]
+    for t in leaves:
+        t.requires_grad_(True)
+    out = (torch.compile(fn, backend=dynamo.NAME) if compiled else fn)(*args)
+    w = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape)
+    (out * w).sum().backward()
+    return out.detach(), [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("case", ["causal", "float_mask", "bool_mask", "gqa_causal_l_ne_s"])
+def test_training(case, fresh):
+    """Forward with the flex HOP, backward with flex_attention_backward, both
+    compiled; gradients of q, k, v equal eager SDPA's (float64)."""
+    delta, warned = fresh
+    args = _qkv()
+    if case == "causal":
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    elif case == "float_mask":
+        args.append(_float_mask((B, 1, L, S)))
+        fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m.to(q.dtype))
+    elif case == "bool_mask":
+        args.append(_bool_mask((L, S)))
+        fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    else:
+        args = _qkv(hq=4, hkv=2, l=12)
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, scale=0.4)
+    got_out, got = _grads(fn, args, compiled=True)
+    want_out, want = _grads(fn, args, compiled=False)
+    torch.testing.assert_close(got_out.double(), want_out, atol=2e-5, rtol=1e-5)
+    for i, (g, w) in enumerate(zip(got, want)):
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=f"grad {i}")
+    assert delta("forward") == 1 and delta("backward") == 1 and delta("eager") == 0, \
+        (dict(dynamo.stats), list(warned))

@@ -413,10 +413,11 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
     example_args = unalias(example_args)
     # A model compiled before (same code, attributes, shapes): the stages up
     # to materialize from the stage cache, without torch.export
-    # (pre_export_cache.py). Not for plain callables, BlockMask arguments or
-    # an exported_check, which needs the exported program.
-    usable = model is original and isinstance(model, torch.nn.Module) and exported_check is None
-    pre = PreExport(model, example_args, dynamic_shapes, func_name, weights_as_arguments) if usable else None
+    # (pre_export_cache.py). Not for plain callables or BlockMask arguments;
+    # an exported_check is part of the key (stored only after it passed).
+    usable = model is original and isinstance(model, torch.nn.Module)
+    pre = PreExport(model, example_args, dynamic_shapes, func_name, weights_as_arguments,
+                    check=exported_check) if usable else None
     hit = pre.load(model) if pre is not None else None
     if hit is not None:
         ep, out_spec, arg_specs, constants = None, hit["out_spec"], hit["arg_specs"], hit["constants"]

@@ -22,6 +22,14 @@ process took to its first token of a 24-layer Qwen2-0.5B-shaped model.
   `TORCH_MLIR_FLEX_*` environment (which switches parts of the importer);
 - `stage_cache.build_id()`: this package, torch, torch-mlir, transformers.
 
+An FX GraphModule in the tree (the graphs Dynamo and AOTAutograd hand the
+torch.compile backend, wrapped by dynamo/graph_inputs.py) is described by
+its printed code instead (`_Describer.graph_module`: nodes with shapes,
+strides, dtypes, nested score_mod / mask_mod graphs), its get_attr
+constants by value, and the Python functions its nodes call by code: a
+new process's training step then compiles its forward and backward graphs
+without torch.export (docs/training.md, "Warm restarts").
+
 An attribute of a kind it cannot describe (an object with neither fields
 nor a known type) makes the key None: compile() then exports as before.
 Weights are arguments of the compiled function, so the values of plain
@@ -278,8 +286,57 @@ class _Describer:
             self.objects[id(v)] = len(self.objects)
             self.add(f"obj {self.cls(type(v))}")
             self.value({k: x for k, x in sorted(vars(v).items()) if k not in _ATTRS_IGNORED}, depth + 1)
+        elif type(v).__module__.split(".")[0] == "sympy":  # a symbol of Dynamo's sizes (graph_inputs.py)
+            import sympy
+
+            self.add(f"sympy {sympy.srepr(v)}")
         else:
             raise _Undescribable(f"a {type(v).__qualname__}")
+
+    def graph_module(self, gm):
+        """An FX GraphModule (a graph Dynamo or AOTAutograd captured) by
+        its code, with every node's shape, strides, dtype and device and
+        its nested graphs (a flex_attention's score_mod), the constants
+        its get_attr nodes read, and the Python functions its nodes call
+        or take (by code and closure; torch's by name)."""
+        import torch
+        from torch.fx.node import map_aggregate
+
+        text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+        # Without comments (source lines, `<eval_with_key>.N` counters) and
+        # object addresses, which differ between processes.
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        self.add(re.sub(r" at 0x[0-9a-f]+", "", code))
+
+        def leaf(x):
+            if isinstance(x, (types.FunctionType, functools.partial)) and \
+                    not _is_torch(getattr(x, "__module__", None) or ""):
+                self.value(x)
+            return x
+
+        for sub in gm.modules():
+            if not isinstance(sub, torch.fx.GraphModule):
+                continue
+            for node in sub.graph.nodes:
+                if node.op == "call_function":
+                    leaf(node.target)
+                    map_aggregate((node.args, node.kwargs), leaf)
+                elif node.op == "get_attr":
+                    owner = sub
+                    for part in node.target.split("."):
+                        owner = getattr(owner, part, None)
+                    self.add(f"get_attr {node.target}")
+                    self.value(owner)
+
+
+def _inside_graph_modules(modules) -> set:
+    """Paths of the modules a GraphModule's printed code describes: the
+    GraphModules nested in another one (score_mod, mask_mod graphs)."""
+    import torch
+
+    graphs = {name for name, m in modules if isinstance(m, torch.fx.GraphModule)}
+    return {name for name in graphs
+            if any(name.startswith(g + ".") or (g == "" and name) for g in graphs if g != name)}
 
 
 def module_key(model, example_args, dynamic_shapes, *extra):
@@ -291,15 +348,22 @@ def module_key(model, example_args, dynamic_shapes, *extra):
 
     modules = list(model.named_modules(remove_duplicate=False))
     d = _Describer(modules)
+    nested = _inside_graph_modules(modules)
     try:
         for name, m in modules:
+            if isinstance(m, torch.fx.GraphModule):
+                if name not in nested:
+                    d.add(f"G {name}")
+                    d.graph_module(m)
+                continue
             d.add(f"M {name} {d.cls(type(m))}")
             for attr, v in sorted(vars(m).items()):
                 if attr in ("_parameters", "_buffers", "_modules"):
                     continue
                 d.add(f".{attr}")
                 d.value(v)
-        for modname in sorted({type(m).__module__ for _, m in modules}):
+        for modname in sorted({type(m).__module__ for _, m in modules
+                               if not isinstance(m, torch.fx.GraphModule)}):
             d.module_globals(modname)
         first = {}
         for kind, named in (("p", model.named_parameters(remove_duplicate=False)),

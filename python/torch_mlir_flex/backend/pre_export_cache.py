@@ -9,6 +9,8 @@ state targets (the model's parameters and buffers passed as arguments, by
 name), the shape checks, and what is checked when loading: the hashes of
 the source files the exported graph's stack traces name and of the model
 tensors the module holds as literals (those a modifier captures).
+compile()'s `exported_check` (the Dynamo backend's) is part of the key
+and not run on a hit: the entry was stored after it accepted the program.
 A target that names an inner tensor of a tensor subclass (a torchao
 quantized weight, unwrapped by the export) is resolved to the tensor the
 model's subclass holds (subclass_state.py).
@@ -28,13 +30,26 @@ def _model_tensors(model) -> dict:
     return tensors
 
 
+def check_identity(check) -> str:
+    """The code of compile()'s `exported_check` (a function, or an object
+    with __call__). An entry is stored only after the check accepted the
+    exported program, and the key determines that program: a hit needs
+    no check, but another check function must not reuse the entry."""
+    from .module_key import _Describer
+
+    fn = check if callable(check) and hasattr(check, "__code__") else getattr(check, "__call__", check)
+    return _Describer(()).callable_id(fn, strict=False)
+
+
 class PreExport:
     """compile()'s entry for one model and call, or inactive (`key` None)."""
 
-    def __init__(self, model, example_args, dynamic_shapes, *extra):
+    def __init__(self, model, example_args, dynamic_shapes, *extra, check=None):
         self.key = None
         if not stage_cache.enabled():
             return
+        if check is not None:  # compile()'s exported_check: its verdict is part of the entry
+            extra += (check_identity(check),)
         key, why = module_key(model, example_args, dynamic_shapes, *extra)
         if key is None:
             log.info("stage cache: compiling through torch.export: %s", why)

@@ -5,7 +5,8 @@ read differently is a miss and gives eager's results: a changed attribute,
 a method or module-level helper replaced, a captured parameter changed in
 place, an edited source file; a model holding an attribute of unknown kind
 is exported as before; damaged entries and a directory others can write
-are not used.
+are not used. Dynamo's graphs (FX GraphModules: training's forward and
+backward) are keyed on their code and constants.
 
     PYTHONPATH=python pytest -q test/python/backend/test_pre_export_cache.py
 """
@@ -144,6 +145,63 @@ def test_key_sees_the_call():
         assert key() != base
     model.eval()
     assert key() != base
+
+
+class WithConstant(torch.nn.Module):
+    """Traced by torch.fx: `self.c` (not a parameter or buffer) is a get_attr constant."""
+
+    def __init__(self, c, offset=1.0):
+        super().__init__()
+        self.c = torch.full((4,), c)
+        self.offset = offset
+
+    def forward(self, x):
+        return x * self.c + self.offset
+
+
+def test_key_of_a_graph_module():
+    """Dynamo's and AOTAutograd's graphs (FX GraphModules) are keyed on
+    their code, shapes and constants (module_key.py)."""
+    x = torch.randn(2, 4)
+
+    def key(model, check=None):
+        gm = torch.fx.symbolic_trace(model)
+        return module_key(gm, (x,), None, "graph0", True, check)[0]
+
+    base = key(WithConstant(2.0))
+    assert base is not None and key(WithConstant(2.0)) == base  # traced again: the same
+    assert key(WithConstant(3.0)) != base  # a constant's value
+    assert key(WithConstant(2.0, offset=2.0)) != base  # the code
+    assert module_key(torch.fx.symbolic_trace(WithConstant(2.0)), (x.t(),), None, "graph0", True, None)[0] != base
+
+
+def test_dynamo_training_graphs_skip_the_export(cache_dir, fresh, monkeypatch):
+    """Forward and backward graphs compiled again (a new Dynamo cache, as in
+    a new process) skip torch.export; the gradients are unchanged. The
+    Dynamo backend's output check is part of the key (compile()'s
+    exported_check). The graphs' names (`graph0_forward`: part of the key)
+    count from 0 each time, as in a new process."""
+    from torch_mlir_flex import dynamo
+    from torch_mlir_flex.backend.pre_export_cache import check_identity
+
+    dynamo.register()
+    args = _inputs()
+
+    def grads():
+        torch._dynamo.reset()
+        monkeypatch.setitem(dynamo.stats, "graphs", 0)
+        model = _model()
+        out = torch.compile(model, backend=dynamo.NAME)(*(a.clone().requires_grad_(True) for a in args))
+        out.sum().backward()
+        return [p.grad for p in model.parameters()]
+
+    first = grads()
+    assert cache.stats["export_skipped"] == 0
+    again = grads()
+    assert cache.stats["export_skipped"] == 2  # forward and backward
+    for a, b in zip(first, again):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert check_identity(dynamo._check_outputs) != check_identity(lambda ep: None)
 
 
 def test_unknown_attribute_is_exported(cache_dir):

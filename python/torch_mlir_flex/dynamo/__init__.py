@@ -311,3 +311,5 @@ def register() -> None:
 
 # Both ways in (the entry point, register()) import this module first.
 device_check.install()
+from . import traceable_block_mask  # noqa: E402  (one graph for transformers' flex masks)
+traceable_block_mask.install()

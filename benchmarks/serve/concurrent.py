@@ -134,8 +134,11 @@ def markdown(rows, host) -> str:
                        f"{total['dynamo_graphs'] - warm['dynamo_graphs']} | {eager} | {same} |")
     single = "; ".join(f"{r['config']}: {r['single']['ms_per_token']:.2f} ms/token" for r in rows
                        if _ok(r.get("single")))
-    runs = "; ".join(f"{r['config']}: {r.get('run', '?')}" for r in rows)
-    out += ["", f"Single-stream decode (ours, hf.generator, batch 1): {single or 'not measured'}. Runs (UTC): "
+    runs = "; ".join(f"{r['config']} {impl}: {v.get('run', r.get('run', '?'))}"
+                     + (f" (load {v['load']:.1f})" if v.get("load") is not None else "")
+                     for r in rows for impl, v in r["results"].items())
+    out += ["", f"Single-stream decode (ours, hf.generator, batch 1): {single or 'not measured'}. Runs (UTC, the "
+            f"host's 1-minute load average): "
             f"{runs}.", "", "TTFT: from the request's submission (once fewer than the cap were in flight) to its "
             "first token; ITL: between successive tokens of a request, all requests' gaps pooled; tokens/s and "
             "requests/s over the span from the first submission to the last token."]
@@ -281,7 +284,9 @@ def keep_other_impls(path, rows):
     out = []
     for row in rows:
         old = saved.get(row_key(row), {})
-        results = dict(old.get("results", {}), **row["results"])
+        host = row.get("host")
+        stamp = dict(run=row.get("run"), load=host.get("load") if isinstance(host, dict) else None)
+        results = dict(old.get("results", {}), **{k: dict(v, **stamp) for k, v in row["results"].items()})
         order = sorted(results, key=lambda k: IMPLS.index(k) if k in IMPLS else len(IMPLS))
         merged = dict(row, results={k: results[k] for k in order})
         if not _ok(row.get("single")) and _ok(old.get("single")):
@@ -303,6 +308,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     ap.add_argument("--no-measure-host", action="store_true", help="skip the host's GEMM / copy peaks")
     ap.add_argument("--timeout", type=int, default=7200)
     ap.add_argument("--readme", action="store_true")
+    ap.add_argument("--report-only", action="store_true",
+                    help="run nothing: the tables, plot (and --readme) from this host kind's saved rows")
     args = ap.parse_args(argv)
     impls = (args.impls or ("ours,eager" if args.quick else ",".join(DEFAULT_IMPLS))).split(",")
     unknown = [i for i in impls if i not in IMPLS]
@@ -312,10 +319,10 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     for r in rates:
         if r != "inf" and not float(r) > 0:
             raise SystemExit(f"--rates: {r!r} is not a positive rate or 'inf'")
-    host = hs.describe(measure=not args.no_measure_host)
+    host = hs.describe(measure=not (args.no_measure_host or args.report_only))
     print(hs.line(host), flush=True)
     new = []
-    for name, spec in configs(args.models.split(","), args.quick):
+    for name, spec in [] if args.report_only else configs(args.models.split(","), args.quick):
         row = {"config": name, "results": {}, "run": rd.now(), "host": host}
         with tempfile.TemporaryDirectory() as cache:
             if not args.no_single:
@@ -332,6 +339,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
         new.append(row)
     order = [n for n, _ in configs(["tiny", "qwen2"], True) + configs(["tiny", "qwen2"], False)]
     rows = rows_of(merge_rows(results, keep_other_impls(results, new), order)["rows"], hs.kind(host))
+    if args.report_only:  # the host line of the latest saved run
+        host = max(rows, key=lambda r: r.get("run", ""))["host"] if rows else host
     plotted = plot(rows, plot_path)
     table = (markdown(rows, host) + "\n" + format_targets(evaluate(rows)) + "\n" +
              (f"\nPlot: benchmarks/results/{os.path.basename(plot_path)}.\n" if plotted else ""))

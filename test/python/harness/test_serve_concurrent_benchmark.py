@@ -248,3 +248,28 @@ def test_llama_cpp_slots_serve_the_stream(tmp_path):
         assert [len(r["times"]) for r in records] == [r["max_new_tokens"] for r in stream]
         assert all(0 <= t < 256 for r in records for t in r["tokens"])
     assert [r["tokens"] for r in one] == [r["tokens"] for r in three]
+
+
+def test_report_only_writes_tables_plot_and_page_from_saved_rows(tmp_path):
+    """--report-only --readme: nothing runs; this host kind's saved rows
+    make the tables, the targets, the plot and the page's section (on
+    copies); rows of another host kind stay out of them."""
+    from benchmarks import host as hs
+
+    here = dict(hs.describe(measure=False), copy_gbs=20.0)
+    rows = [dict(r, host=here) for r in _rows()] + [dict(_rows()[1], host="another host kind")]
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps({"rows": rows}))
+    readme = tmp_path / "README.md"
+    shutil.copy(os.path.join(ROOT, "README.md"), readme)
+    (tmp_path / "docs" / "benchmarks").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "docs", "benchmarks", "serving.md"), tmp_path / "docs" / "benchmarks")
+    got = cc.main(["--concurrent", "--report-only", "--readme"], results=str(saved), table_path=str(tmp_path / "t.md"),
+                  plot_path=str(tmp_path / "p.png"), readme=str(readme))
+    assert [r["config"] for r in got] == ["tiny f32 quick", "qwen2 L=24 f32"]
+    table = (tmp_path / "t.md").read_text()
+    assert table.count("| qwen2 L=24 f32 | ours | 16 | inf |") == 1 and "| pass |" in table
+    pytest.importorskip("matplotlib")
+    assert (tmp_path / "p.png").stat().st_size > 0
+    page = (tmp_path / "docs" / "benchmarks" / "serving.md").read_text()
+    assert page.count(f"### Host: {hs.kind(here)}") >= 1 and "| tiny f32 quick | ours | 1 | 8.0 |" in page

@@ -7,7 +7,10 @@ torch.compile through our backend. See docs/serving.md.
 
 Our options are `--model` and `--backend`; every other option goes to
 transformers' own command line unchanged (`--help` lists both), with
-`--continuous-batching` and `--device cpu` added unless given.
+`--continuous-batching` and `--device cpu` added unless given, except
+`--attn-implementation flex_paged` (torch_mlir_flex.hf.paged, which
+transformers' option refuses): the model's process registers it and loads
+the model with it.
 server.py holds the Serve subclass, engine.py what runs in the model's
 process. Needs requirements-serve.txt (fastapi, uvicorn, openai).
 """
@@ -15,9 +18,9 @@ process. Needs requirements-serve.txt (fastapi, uvicorn, openai).
 import argparse
 import sys
 
-from .engine import BACKENDS
-
+BACKENDS = ("torch_mlir_flex", "inductor", "none")
 PROG = "python -m torch_mlir_flex.serve"
+PAGED = "flex_paged"  # torch_mlir_flex.hf.paged.NAME (not imported here: it imports torch)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="a local model directory or a Hub id, preloaded and the only one served")
     parser.add_argument("--backend", choices=BACKENDS, default="torch_mlir_flex",
                         help="torch.compile backend of the forward (default: torch_mlir_flex; none: eager)")
+    parser.add_argument("--attn-implementation", dest="attn",
+                        help=f"{PAGED} (our paged flex attention, docs/serving.md) or one of transformers'")
     parser.add_argument("-h", "--help", action="store_true", help="this help, then transformers serve's")
     return parser
 
@@ -43,14 +48,23 @@ def serve_args(model: str, rest: list) -> list:
     return args + list(rest)
 
 
-def main(argv=None) -> int:
+def parse(argv: list):
+    """(our options, transformers serve's command line) of `argv`."""
     parser = _parser()
-    ours, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    ours, rest = parser.parse_known_args(argv)
     if ours.help:
         parser.print_help()
         print("\ntransformers serve's options (the `serve` of its usage line is implied):\n")
-    elif ours.model is None:
+        return ours, ["serve", "--help"]
+    if ours.model is None:
         parser.error("--model is required")
+    if ours.attn is not None and ours.attn != PAGED:
+        rest = ["--attn-implementation", ours.attn, *rest]
+    return ours, ["serve", *serve_args(ours.model, rest)]
+
+
+def main(argv=None) -> int:
+    ours, args = parse(sys.argv[1:] if argv is None else argv)
     from transformers.utils.import_utils import is_serve_available
 
     if not is_serve_available():
@@ -61,7 +75,7 @@ def main(argv=None) -> int:
     from .server import FlexServe
 
     FlexServe.backend = ours.backend
+    FlexServe.attn_implementation = PAGED if ours.attn == PAGED else None
     app = typer_factory(help="transformers serve with torch_mlir_flex")
     app.command(name="serve")(FlexServe)
-    args = ["serve", "--help"] if ours.help else ["serve", *serve_args(ours.model, rest)]
     return app.main(args=args, prog_name=PROG, standalone_mode=True) or 0

@@ -5,7 +5,8 @@ imports this module afresh, and our settings reach it as the pickled
 `ModelLoader` and `GenerationState`). There, `FlexModelLoader`:
 - makes sure `backend="torch_mlir_flex"` is registered with Dynamo (the
   entry point does it for an installed package, `register()` for a source
-  checkout);
+  checkout), and registers our paged flex attention when the model loads
+  with it (`--attn-implementation flex_paged`, torch_mlir_flex.hf.paged);
 - loads on the CPU without a `device_map` (transformers asks for
   `accelerate` for any `device_map`, "cpu" included), and without hub
   kernels when the `kernels` package is absent (`from_pretrained` asks for
@@ -26,7 +27,7 @@ from transformers.generation.configuration_utils import CompileConfig
 from transformers.utils import logging
 from transformers.utils.import_utils import is_kernels_available
 
-BACKENDS = ("torch_mlir_flex", "inductor", "none")
+from . import BACKENDS
 
 # Under `transformers.cli`, whose level is serve's --log-level (info by default)
 log = logging.get_logger("transformers.cli.serving.torch_mlir_flex")
@@ -65,6 +66,10 @@ class FlexModelLoader(ModelLoader):
             from .. import dynamo
 
             dynamo.register()
+        if self.attn_implementation == "flex_paged":
+            from ..hf.paged import register_paged_flex
+
+            register_paged_flex()
         if not is_kernels_available():
             os.environ.setdefault("USE_HUB_KERNELS", "0")
         model, processor = super().load_model_and_processor(model_id, on_progress=on_progress)

@@ -32,6 +32,7 @@ class FlexServe(Serve):
     # The docstring is transformers' (the CLI's help), set below.
 
     backend = "torch_mlir_flex"
+    attn_implementation = None  # set by `main` for one transformers' option refuses (flex_paged)
 
     def run(self, socket=None, engine_connection=None) -> None:
         self._use_backend()
@@ -58,6 +59,8 @@ class FlexServe(Serve):
         cb_config.decode_compile_config = None
         state.cb_config = cb_config
         self.loader = FlexModelLoader.from_loader(self.loader, self.flex_backend)
+        if type(self).attn_implementation is not None:
+            self.loader.attn_implementation = type(self).attn_implementation
 
 
 FlexServe.__doc__ = Serve.__doc__

@@ -12,7 +12,7 @@ One server for the module, started in a subprocess on a free port:
   (GET /flex/stats).
 Skips only when the serve packages (requirements-serve.txt) are absent.
 
-    python -m pytest -q -p no:cacheprovider test/python/serve/test_serve_openai.py
+    python -m pytest -q -p no:cacheprovider test/python/hf/test_serve_openai.py
 """
 
 import concurrent.futures
@@ -229,3 +229,28 @@ def test_compiled_through_torch_mlir_flex(server):
     # Every graph of the warmup and of the requests compiled: none ran eagerly
     assert stats.get("eager", 0) == 0 and stats.get("eager_calls", 0) == 0, report
     assert report["kv_cache"]["free_bytes"] == report["kv_cache"]["total_bytes"], report
+
+
+def test_command_line():
+    """Our options, and transformers serve's command line built from the rest."""
+    from torch_mlir_flex.serve import parse
+    from torch_mlir_flex.serve.engine import compile_config
+
+    ours, args = parse(["--model", "m"])
+    assert ours.backend == "torch_mlir_flex" and args == ["serve", "m", "--continuous-batching", "--device", "cpu"]
+    ours, args = parse(["--model", "m", "--backend", "inductor", "--port", "9", "--attn-implementation", "sdpa",
+                        "--device", "cuda"])
+    assert ours.backend == "inductor"
+    assert args == ["serve", "m", "--continuous-batching", "--attn-implementation", "sdpa", "--port", "9",
+                    "--device", "cuda"]
+    ours, args = parse(["--model", "m", "--attn-implementation=flex_paged"])
+    assert ours.attn == "flex_paged" and "flex_paged" not in args  # the model's process sets it
+    for bad in (["--model", "m", "--backend", "tvm"], ["--port", "9"]):
+        with pytest.raises(SystemExit) as e:
+            parse(bad)
+        assert e.value.code == 2
+    assert compile_config("none") is None
+    config = compile_config("torch_mlir_flex")
+    assert (config.backend, config.mode, config.dynamic) == ("torch_mlir_flex", "default", None)
+    with pytest.raises(ValueError, match="unknown backend"):
+        compile_config("tvm")

@@ -71,7 +71,8 @@ def sdpa_targets() -> tuple:
 
 def rewrite(gm) -> int:
     """Replaces the SDPA calls of Dynamo's `gm` that flex_attention can
-    express by `sdpa_flex` calls, in place; returns how many."""
+    express by `sdpa_flex` calls, in place; returns how many (also counted
+    in `dynamo.stats["sdpa_as_flex"]`)."""
     if not enabled():
         return 0
     targets = sdpa_targets()
@@ -90,6 +91,9 @@ def rewrite(gm) -> int:
         node.kwargs = {"is_causal": bool(args["is_causal"]), "scale": args["scale"]}
         done += 1
     if done:
+        from . import stats
+
+        stats["sdpa_as_flex"] += done
         gm.recompile()
         log.debug("torch_mlir_flex: %d scaled_dot_product_attention call(s) rewritten to flex_attention", done)
     return done
@@ -132,13 +136,14 @@ def _refusal(args):
     """Why flex_attention cannot express this SDPA call, or None."""
     import torch
 
-    for name in ("dropout_p", "is_causal", "scale", "enable_gqa"):
+    for name in ("dropout_p", "is_causal", "enable_gqa"):
         if isinstance(args[name], torch.fx.Node):
             return f"{name} is not a Python constant"
     if args["dropout_p"] != 0:
         return f"dropout_p={args['dropout_p']!r} (flex_attention has no dropout)"
-    if args["scale"] is not None and not isinstance(args["scale"], (int, float)):
-        return f"scale is a {type(args['scale']).__name__}"
+    scale = _val(args["scale"])
+    if scale is not None and not isinstance(scale, (int, float, torch.SymFloat)):
+        return f"scale is a {type(scale).__name__}"
     q, k, v = (_val(args[n]) for n in ("query", "key", "value"))
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
         return "query, key or value has no recorded tensor value"
@@ -230,6 +235,11 @@ def sdpa_flex(query, key, value, attn_mask=None, *, is_causal=False, scale=None)
         block_mask = block_mask[:-1] + (_causal,)
     if scale is None:
         scale = 1.0 / math.sqrt(query.size(-1))
+    elif isinstance(scale, torch.SymFloat):
+        # A Python float Dynamo made dynamic (`.item()` of an input): the
+        # guard fails torch.export on a data-dependent value, and the
+        # backend compiles again with the example's value (specialize.py).
+        scale = float(scale)
     kernel_options = _apply_kernel_options(query, key, value, False, None)
     with _no_fake_cache(query):
         out, _, _ = flex_hop(query, key, value, score_mod, block_mask, scale, kernel_options, buffers, ())

@@ -248,3 +248,36 @@ def test_training(case, fresh):
         torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4, msg=f"grad {i}")
     assert delta("forward") == 1 and delta("backward") == 1 and delta("eager") == 0, \
         (dict(dynamo.stats), list(warned))
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_llama_sdpa_compiled_and_trained(padded, fresh):
+    """A tiny transformers Llama with attn_implementation="sdpa" (GQA;
+    causal, or with a left-padded batch: transformers' bool mask): logits
+    and one training step's gradients equal eager's, nothing in eager."""
+    transformers = pytest.importorskip("transformers")
+    import copy
+
+    delta, warned = fresh
+    torch.manual_seed(0)
+    conf = transformers.LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, vocab_size=128)
+    model = transformers.AutoModelForCausalLM.from_config(conf, attn_implementation="sdpa").eval()
+    ref = copy.deepcopy(model)
+    ids = torch.randint(0, 128, (2, 12), generator=torch.Generator().manual_seed(1))
+    kw = {}
+    if padded:
+        kw["attention_mask"] = torch.ones(2, 12, dtype=torch.long)
+        kw["attention_mask"][1, :3] = 0
+    compiled = torch.compile(model, backend=dynamo.NAME)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(ids, **kw).logits, ref(ids, **kw).logits, atol=1e-4, rtol=1e-4)
+    model.train()
+    ref.train()
+    compiled(ids, labels=ids, **kw).loss.backward()
+    ref(ids, labels=ids, **kw).loss.backward()
+    for (name, p), r in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, r.grad, atol=1e-4, rtol=1e-4, msg=name)
+    assert delta("compiled") == 1 and delta("forward") == 1 and delta("backward") == 1, dict(dynamo.stats)
+    assert delta("sdpa_as_flex") == 4  # 2 layers, inference and training graphs
+    assert delta("eager") == 0 and delta("eager_calls") == 0, list(warned)

@@ -171,16 +171,24 @@ def _softcap_mod(softcap):
 # once per step and kind of layer; the compiled attention graph receives the
 # BlockMask tensors and the maps its mask_mod reads as inputs.
 
+# kind of layer -> (key, BlockMask, the tensors the key names): this step's
+# mask per kind (a step of a model mixing sliding and full layers uses two).
 _step_cache = {}
 
 
-def _step_key(kind, *tensors):
-    return (kind,) + tuple((id(t), t._version, t.data_ptr(), tuple(t.shape)) for t in tensors)
+def _step_key(*tensors):
+    """The step's index tensors: the same objects, unmodified (transformers
+    refills the same storage each step, which bumps the version)."""
+    return tuple((id(t), t._version, t.data_ptr(), tuple(t.shape)) for t in tensors)
 
 
-def _remember(key, value, keep):
-    _step_cache.clear()  # one step at a time: the previous step's maps are dead
-    _step_cache[key] = (value, keep)
+def _cached(kind, key):
+    hit = _step_cache.get(kind)
+    return hit[1] if hit is not None and hit[0] == key else None
+
+
+def _remember(kind, key, value, keep):
+    _step_cache[kind] = (key, value, keep)  # keep: the ids in key stay unique
     return value
 
 
@@ -282,9 +290,11 @@ def _mask_mod(q_req, q_pos, kv_req, kv_pos, window):
 @torch.compiler.disable
 def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     k_pages, v_pages = allocator.get_cache_for_block_table(layer_idx)
-    pages, page_size, heads, dim = k_pages.shape
-    n = pages * page_size
+    _, page_size, heads, dim = k_pages.shape
     rows = allocator.cache_tensor.view(-1, heads, dim)  # [slots * 2, H_kv, D], contiguous
+    # Slots addressed in every layer's views (the last layer's V view is the
+    # shortest): one length, so the step's maps serve all the layers.
+    n = (rows.shape[0] // page_size - 2 * len(allocator.layer_indices) + 1) * page_size
     row_bytes = rows.stride(0) * rows.element_size()
     k_at = (k_pages.data_ptr() - rows.data_ptr()) // row_bytes
     v_at = (v_pages.data_ptr() - rows.data_ptr()) // row_bytes
@@ -292,10 +302,10 @@ def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     read_index = kwargs["read_index"][allocator.index]
     cu_q, cu_k = kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"]
     T = query.shape[2]
-    key = _step_key(("full", n, page_size, T), write_index, read_index, cu_q, cu_k)
-    hit = _step_cache.get(key)
+    kind, key = "full", (n, page_size, T) + _step_key(write_index, read_index, cu_q, cu_k)
+    hit = _cached(kind, key)
     if hit is not None:
-        return rows, k_at, v_at, n, hit[0]
+        return rows, k_at, v_at, n, hit
     q_req, q_pos = _query_map(cu_q, cu_k, T)
     slot_req = torch.full((n,), -1, dtype=torch.int32)
     slot_pos = torch.zeros((n,), dtype=torch.int32)
@@ -315,7 +325,7 @@ def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     q_req = torch.where(q_req == pad_id, -2, q_req)
     seen, full = _page_blocks(q_req, q_pos, slot_req, slot_pos, page_size, n)
     mask = _block_mask(seen, full, q_req, q_pos, slot_req, slot_pos, page_size, n, None)
-    return rows, k_at, v_at, n, _remember(key, mask, (write_index, read_index, cu_q, cu_k))
+    return rows, k_at, v_at, n, _remember(kind, key, mask, (write_index, read_index, cu_q, cu_k))
 
 
 @torch.compiler.disable
@@ -330,10 +340,10 @@ def _gathered_inputs(allocator, query, key, value, kwargs):
     if S_pad != S:  # whole KV blocks: pad keys that belong to no request
         key = torch.nn.functional.pad(key, (0, 0, 0, S_pad - S))
         value = torch.nn.functional.pad(value, (0, 0, 0, S_pad - S))
-    cache_key = _step_key(("window", S_pad, T), cu_q, cu_k)
-    hit = _step_cache.get(cache_key)
+    kind, cache_key = "window", (window, S_pad, T) + _step_key(cu_q, cu_k)
+    hit = _cached(kind, cache_key)
     if hit is not None:
-        return key, value, hit[0]
+        return key, value, hit
     q_req, q_pos = _query_map(cu_q, cu_k, T)
     k_req, k_pos = _key_map(cu_k, S_pad)
     pad_id = cu_q.numel() - 1
@@ -343,4 +353,4 @@ def _gathered_inputs(allocator, query, key, value, kwargs):
     # request's first gathered key; query positions use the same origin.
     seen, full = _element_blocks(q_req, q_pos, k_req, k_pos, block, S_pad, window)
     mask = _block_mask(seen, full, q_req, q_pos, k_req, k_pos, block, S_pad, window)
-    return key, value, _remember(cache_key, mask, (cu_q, cu_k))
+    return key, value, _remember(kind, cache_key, mask, (cu_q, cu_k))

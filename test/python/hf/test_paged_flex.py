@@ -186,7 +186,7 @@ def test_layer_outputs_equal_sdpa_paged(page_size, window, monkeypatch):
                                                     scaling=scaling, **kwargs)
         want = _sdpa_paged_reference(module, query, key, value, scaling, kwargs)
         torch.testing.assert_close(out[:, : want.shape[1]], want, rtol=1e-5, atol=1e-5)
-        (block_mask, _), = paged._step_cache.values()
+        block_mask = paged._step_cache["full" if window is None else "window"][1]
         blocks.append(_check_block_mask(block_mask))
         checked.append(kwargs["cu_seq_lens_q"].numel() - 1)
         return out, None

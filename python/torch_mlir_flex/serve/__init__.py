@@ -16,6 +16,7 @@ process. Needs requirements-serve.txt (fastapi, uvicorn, openai).
 """
 
 import argparse
+import os
 import sys
 
 BACKENDS = ("torch_mlir_flex", "inductor", "none")
@@ -58,6 +59,8 @@ def parse(argv: list):
         return ours, ["serve", "--help"]
     if ours.model is None:
         parser.error("--model is required")
+    if ours.model.startswith((os.sep, ".", "~")) and not os.path.isdir(os.path.expanduser(ours.model)):
+        parser.error(f"--model {ours.model}: no such directory (a path; a Hub id is namespace/name)")
     if ours.attn is not None and ours.attn != PAGED:
         rest = ["--attn-implementation", ours.attn, *rest]
     return ours, ["serve", *serve_args(ours.model, rest)]

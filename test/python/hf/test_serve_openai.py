@@ -245,7 +245,7 @@ def test_command_line():
                     "--device", "cuda"]
     ours, args = parse(["--model", "m", "--attn-implementation=flex_paged"])
     assert ours.attn == "flex_paged" and "flex_paged" not in args  # the model's process sets it
-    for bad in (["--model", "m", "--backend", "tvm"], ["--port", "9"]):
+    for bad in (["--model", "m", "--backend", "tvm"], ["--port", "9"], ["--model", "./no/such/dir"]):
         with pytest.raises(SystemExit) as e:
             parse(bad)
         assert e.value.code == 2

@@ -25,20 +25,27 @@ Semantics, as SDPA's:
   size-1 dims dropped outside (the mask is never expanded);
 - a bool `attn_mask`: a score_mod `where(mask[...], score, -inf)`;
 - `scale` (default 1/sqrt(E)), `enable_gqa` (Hq a multiple of Hkv), L != S,
-  head dims of q and v that differ.
+  head dims of q and v that differ. A scale that Dynamo made a dynamic
+  Python float is compiled at the example's value, with a guard
+  (specialize.py's `pin_input_items`, as before the rewrite).
+- Dynamic sizes: batch and sequence lengths stay dynamic; head counts and
+  head dims are fixed to the example's with Dynamo guards (flex_attention
+  marks them static when Dynamo traces it; the lowering derives the GQA
+  group and its kernels from them).
 
 Left as SDPA (DEBUG record on `torch_mlir_flex.dynamo` naming why):
 `dropout_p` other than 0 (or not a Python number), both `is_causal` and
 `attn_mask` (SDPA raises), q/k/v not 4-D or of a dtype other than
 float32/bfloat16/float16, different head counts without `enable_gqa`, a
 mask that requires grad, of a dtype other than bool and q's, or not
-broadcastable, `scale` or `is_causal` that are not Python constants.
+broadcastable, `dropout_p`, `is_causal` or `enable_gqa` that are not
+Python constants.
 
 Fully masked rows (every key masked for a query): flex_attention gives 0
-(and lse -inf); eager SDPA on CPU in torch 2.13 gives NaN for a float mask
-of -inf (math and flash kernels alike) and for a bool mask: the compiled
-result differs there (0 instead of NaN). Rows with at least one kept key
-agree.
+(lse -inf) and zero gradients. Eager SDPA on CPU in torch 2.13 gives 0
+too, for a float mask of -inf and for a bool mask, with the math and the
+flash kernel and in its backward (checked; older torch versions gave NaN),
+so the compiled results agree there as well.
 
 Setting `TORCH_MLIR_FLEX_SDPA=decompose` turns the rewrite off (SDPA goes
 to torch-mlir's decomposition, as before).

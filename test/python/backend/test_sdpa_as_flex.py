@@ -107,6 +107,20 @@ def test_fully_masked_rows(fresh):
     assert fresh[0]("eager") == 0
 
 
+def test_fully_masked_rows_training(fresh):
+    """Their gradients: 0, not NaN, as eager SDPA's."""
+    m = torch.ones(L, S, dtype=torch.bool)
+    m[5] = False
+    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    got_out, got = _grads(fn, _qkv() + [m], compiled=True)
+    want_out, want = _grads(fn, _qkv() + [m], compiled=False)
+    assert torch.equal(got_out[:, :, 5], torch.zeros_like(got_out[:, :, 5]))
+    for g, w in zip(got, want):
+        assert not g.isnan().any()
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4)
+    assert fresh[0]("eager") == 0 and fresh[0]("backward") == 1
+
+
 def test_dynamic_sizes(fresh):
     """dynamic=True: one graph for every sequence length, causal and masked."""
     delta, warned = fresh

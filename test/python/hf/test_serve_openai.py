@@ -2,7 +2,7 @@
 transformers serve (continuous batching) on a tiny random Llama saved with
 a word-level tokenizer, its forward compiled through torch_mlir_flex.
 
-One server for the module, started in a subprocess on a free port:
+One server, started in a subprocess on a free port, for one test:
 - 4 concurrent greedy streams give the text of per-request greedy
   `model.generate` (the same words, the same token count);
 - malformed requests get a 4xx with a message, and the server goes on;
@@ -90,7 +90,11 @@ class Server:
              "--host", "127.0.0.1", "--port", str(self.port),
              "--cb-num-blocks", "16", "--cb-max-batch-tokens", "64"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=str(tmp))
-        self.startup_s = self._wait_ready()
+        try:
+            self.startup_s = self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
         self.client = openai.OpenAI(base_url=f"{self.url}/v1", api_key="unused", max_retries=0, timeout=120)
         self.initial = self.report()
 
@@ -153,20 +157,13 @@ class Server:
         return "".join(text), usage
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("serve"))
-    yield s
-    s.stop()
-
-
 def expect_greedy(server, prompt, text, completion_tokens, max_tokens):
     want = server.greedy(prompt, max_tokens)
     assert text == server.tokenizer.decode(want, skip_special_tokens=True), (prompt, text, want)
     assert completion_tokens == len(want), (prompt, completion_tokens, want)
 
 
-def test_concurrent_streams_are_greedy_generate(server):
+def concurrent_streams_are_greedy_generate(server):
     with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as pool:
         results = list(pool.map(lambda p: server.stream(p, 8), PROMPTS))
     for prompt, (text, completion_tokens) in zip(PROMPTS, results):
@@ -174,25 +171,27 @@ def test_concurrent_streams_are_greedy_generate(server):
     assert server.healthy()
 
 
-@pytest.mark.parametrize("body, status, message", [
+MALFORMED = [
     ({"max_tokens": 4}, 422, "no `messages`"),
     ({"messages": [{"content": "w5"}]}, 422, "`role`"),
     ({"messages": [{"role": "user", "content": ""}]}, 400, "prompt is empty"),
     ({"model": "no-such-model", "messages": [{"role": "user", "content": "w5"}]}, 400, "no-such-model"),
     ({"messages": [{"role": "user", "content": "w5"}], "no_such_field": 1}, 422, "no_such_field"),
-])
-def test_malformed_request_gets_4xx_and_server_goes_on(server, body, status, message):
+]
+
+
+def malformed_request_gets_4xx_and_server_goes_on(server, body, status, message):
     with pytest.raises(openai.APIStatusError) as e:
         server.client.post("/chat/completions", body=body, cast_to=object)
     detail = e.value.response.text  # serve's {"detail": ...}: the openai client reads no message of it
-    assert e.value.status_code == status, (e.value.status_code, detail)
-    assert message in detail, detail
+    assert e.value.status_code == status, (body, e.value.status_code, detail)
+    assert message in detail, (body, detail)
     text, completion_tokens = server.stream("w5 w6", 4)
     expect_greedy(server, "w5 w6", text, completion_tokens, 4)
     assert server.healthy(), server.log_tail()
 
 
-def test_client_leaving_mid_stream(server):
+def client_leaving_mid_stream(server):
     """A stream closed after its first two tokens, of a 200-token answer
     (~1.6 s here): the request is cancelled in the batch, its KV cache
     blocks are freed, and the next request is served."""
@@ -220,8 +219,7 @@ def test_client_leaving_mid_stream(server):
     assert server.healthy(), server.log_tail()
 
 
-def test_compiled_through_torch_mlir_flex(server):
-    server.stream("w30", 4)
+def compiled_through_torch_mlir_flex(server):
     report = server.report()
     stats = report["dynamo"]
     assert report["backend"] == "torch_mlir_flex", report
@@ -229,6 +227,20 @@ def test_compiled_through_torch_mlir_flex(server):
     # Every graph of the warmup and of the requests compiled: none ran eagerly
     assert stats.get("eager", 0) == 0 and stats.get("eager_calls", 0) == 0, report
     assert report["kv_cache"]["free_bytes"] == report["kv_cache"]["total_bytes"], report
+
+
+def test_server_with_the_openai_client(tmp_path):
+    """One test, one server: pytest-xdist would start one per worker for a
+    module fixture's tests spread over its workers."""
+    server = Server(tmp_path)
+    try:
+        concurrent_streams_are_greedy_generate(server)
+        for body, status, message in MALFORMED:
+            malformed_request_gets_4xx_and_server_goes_on(server, body, status, message)
+        client_leaving_mid_stream(server)
+        compiled_through_torch_mlir_flex(server)
+    finally:
+        server.stop()
 
 
 def test_command_line():

@@ -115,14 +115,15 @@ def markdown(rows, host) -> str:
                            f"{p['tokens_per_s']:.1f} | {p['requests_per_s']:.2f} | {p['ttft_p50_ms']:.1f} | "
                            f"{p['ttft_p99_ms']:.1f} | {_f(p.get('itl_p50_ms'), '.2f')} | "
                            f"{_f(p.get('itl_p99_ms'), '.2f')} |")
-    out += ["", "| config | impl | warmup (s) | graphs compiled (whole stream) | of them during the points | "
-            "graphs in eager | tokens = per-request greedy |", "|---|---|---|---|---|---|---|"]
+    out += ["", "| config | impl | padding q / kv | warmup (s) | graphs compiled (whole stream) | "
+            "of them during the points | graphs in eager | tokens = per-request greedy |",
+            "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for impl, r in row["results"].items():
             if not _ok(r):
                 continue
             if "compiles_total" not in r:  # llama.cpp
-                out.append(f"| {row['config']} | {impl} | {r['warmup_s']:.1f} | – | – | – | – |")
+                out.append(f"| {row['config']} | {impl} | – | {r['warmup_s']:.1f} | – | – | – | – |")
                 continue
             total, warm = r["compiles_total"], r["compiles_warmup"]
             same = "–" if "tokens_differ" not in r else (
@@ -130,7 +131,9 @@ def markdown(rows, host) -> str:
                 else f"no: requests {r['tokens_differ']} of {r['tokens_checked']}")
             eager = (f"{total.get('eager', 0)} ({total.get('eager_calls', 0)} calls)" if impl.startswith("ours")
                      else "–")
-            out.append(f"| {row['config']} | {impl} | {r['warmup_s']:.1f} | {total['dynamo_graphs']} | "
+            pad = r.get("padding", [0, 0])
+            pad = "–" if impl == "eager" else " / ".join(str(v or d) for v, d in zip(pad, (64, 16384)))
+            out.append(f"| {row['config']} | {impl} | {pad} | {r['warmup_s']:.1f} | {total['dynamo_graphs']} | "
                        f"{total['dynamo_graphs'] - warm['dynamo_graphs']} | {eager} | {same} |")
     single = "; ".join(f"{r['config']}: {r['single']['ms_per_token']:.2f} ms/token" for r in rows
                        if _ok(r.get("single")))
@@ -157,9 +160,9 @@ TARGETS = (
 
 
 def target_rows(rows):
-    """The rows the targets are read from: the 0.5B shape's f32 row, else
+    """The rows the targets are read from: the 0.5B shape's f32 rows (any padding), else
     (a --quick run) the tiny rows."""
-    qwen = [r for r in rows if r["config"] == "qwen2 L=24 f32"]
+    qwen = [r for r in rows if r["config"].startswith("qwen2 L=24 f32")]
     return qwen or [r for r in rows if r["config"].startswith("tiny f32")]
 
 
@@ -304,6 +307,10 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     ap.add_argument("--models", default="tiny,qwen2")
     ap.add_argument("--rates", default=None, help="arrival rates in requests/s, 'inf': all at once "
                                                    "(default 1,4,inf; --quick: 8,inf)")
+    ap.add_argument("--q-padding", type=int, default=0, help="with compile, pad each step's query tokens to a "
+                    "multiple of this (transformers' q_padding_interval_size; 0: its default, 64)")
+    ap.add_argument("--kv-padding", type=int, default=0, help="... and the KV read to a multiple of this "
+                    "(kv_padding_interval_size; 0: its default, 16384, capped at the cache)")
     ap.add_argument("--no-single", action="store_true", help="skip measuring the single-stream decode")
     ap.add_argument("--no-measure-host", action="store_true", help="skip the host's GEMM / copy peaks")
     ap.add_argument("--timeout", type=int, default=7200)
@@ -323,6 +330,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     print(hs.line(host), flush=True)
     new = []
     for name, spec in [] if args.report_only else configs(args.models.split(","), args.quick):
+        if args.q_padding or args.kv_padding:  # a row of its own
+            name += f" pad {args.q_padding or 64}/{args.kv_padding or 16384}"
         row = {"config": name, "results": {}, "run": rd.now(), "host": host}
         with tempfile.TemporaryDirectory() as cache:
             if not args.no_single:
@@ -332,8 +341,9 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
                 if impl == "llama.cpp":
                     r = llama_cpp_row(spec, rates, cache, args.timeout)
                 else:
-                    r = run_json_child("benchmarks.serve.concurrent_child", dict(spec, impl=impl, rates=rates),
-                                       cache, args.timeout)
+                    r = run_json_child("benchmarks.serve.concurrent_child",
+                                       dict(spec, impl=impl, rates=rates, q_padding=args.q_padding,
+                                            kv_padding=args.kv_padding), cache, args.timeout)
                 row["results"][impl] = r
                 print(json.dumps({"config": name, "impl": impl, **r}), flush=True)
         new.append(row)

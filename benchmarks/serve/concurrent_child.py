@@ -163,17 +163,22 @@ def greedy_tokens(model, stream):
     return out
 
 
-def cb_config(impl: str, max_len: int, concurrency: int, page_size: int, max_batch_tokens: int):
+def cb_config(impl: str, max_len: int, concurrency: int, page_size: int, max_batch_tokens: int,
+              q_padding: int = 0, kv_padding: int = 0):
     """The ContinuousBatchingConfig of `impl`: a cache of room for
     `concurrency` requests of `max_len` tokens (block sharing off: the
-    points serve the same prompts, a prefix cache would skip their prefill)."""
+    points serve the same prompts, a prefix cache would skip their prefill).
+    With compile, transformers pads each step's query tokens and the KV it
+    reads up to multiples of `q_padding` / `kv_padding` (0: its defaults, 64
+    and 16384 tokens, capped at the batch and the whole cache)."""
     from transformers.generation.configuration_utils import CompileConfig, ContinuousBatchingConfig
 
     compile_config = {"eager": None, "inductor": CompileConfig()}.get(impl, CompileConfig(backend="torch_mlir_flex"))
     pages = -(-max_len // page_size) * concurrency + 4
     return ContinuousBatchingConfig(varlen_compile_config=compile_config, decode_compile_config=compile_config,
                                     num_blocks=pages, page_size=page_size, max_batch_tokens=max_batch_tokens,
-                                    allow_block_sharing=False, use_async_batching=False)
+                                    allow_block_sharing=False, use_async_batching=False,
+                                    q_padding_interval_size=q_padding, kv_padding_interval_size=kv_padding)
 
 
 def compile_counts() -> dict:
@@ -187,7 +192,7 @@ def compile_counts() -> dict:
 
 
 def serve(model, impl, stream, concurrencies, rates, requests_at=None, page_size=32, max_batch_tokens=256,
-          timeout=3600.0, log=None):
+          timeout=3600.0, log=None, padding=(0, 0)):
     """Warms `impl` up, then serves the stream at every (concurrency, rate)
     point with one manager (`requests_at(concurrency)`: how many of the
     stream's first requests a point serves; default all). {"points": [...], "warmup_s", "compiles_warmup",
@@ -204,7 +209,7 @@ def serve(model, impl, stream, concurrencies, rates, requests_at=None, page_size
 
         dynamo.register()
     max_len = max(len(r["prompt"]) + r["max_new_tokens"] for r in stream)
-    cb = cb_config(impl, max_len, max(concurrencies), page_size, max_batch_tokens)
+    cb = cb_config(impl, max_len, max(concurrencies), page_size, max_batch_tokens, *padding)
     gen = GenerationConfig(max_new_tokens=max(r["max_new_tokens"] for r in stream), do_sample=False,
                            eos_token_id=-1, pad_token_id=0)
     res = dict(points=[], tokens={})
@@ -252,7 +257,8 @@ def main(spec):
     res = serve(model, spec["impl"], stream, spec["concurrency"], rates, stream_spec.requests_at,
                 spec.get("page_size", 32),
                 spec.get("max_batch_tokens", 256), spec.get("timeout", 3600.0),
-                log=lambda s: print(s, file=sys.stderr, flush=True))
+                log=lambda s: print(s, file=sys.stderr, flush=True),
+                padding=(spec.get("q_padding", 0), spec.get("kv_padding", 0)))
     check = spec.get("check", 0)
     if check and cfg.dtype == "f32":
         model.set_attn_implementation("sdpa")
@@ -260,6 +266,7 @@ def main(spec):
         differ = sorted({i for toks in res["tokens"].values() for i, (a, b) in enumerate(zip(toks, want)) if a != b})
         res["tokens_checked"], res["tokens_differ"] = min(check, len(stream)), differ
     del res["tokens"]
+    res["padding"] = [spec.get("q_padding", 0), spec.get("kv_padding", 0)]
     print(json.dumps(res))
 
 

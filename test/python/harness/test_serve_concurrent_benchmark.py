@@ -142,7 +142,8 @@ def _rows(host="Zen 5 test"):
                           eager=_impl([_point(16, "inf", 30.0)], differ=[3]),
                           **{"llama.cpp": {"error": "not run: no llama-server"}}))
     t = dict(config="tiny f32 quick", run="2026-12-07 02:00", host=host, single={"error": "boom"},
-             results=dict(ours=_impl([_point(1, 8.0, 10.0), _point(4, "inf", 40.0)], eager=1, differ=[0])))
+             results=dict(ours=dict(_impl([_point(1, 8.0, 10.0), _point(4, "inf", 40.0)], eager=1, differ=[0]),
+                                    padding=[8, 0])))
     return [t, q]
 
 
@@ -174,9 +175,9 @@ def test_tables_headline_and_page_from_saved_json(tmp_path):
     table = cc.markdown(rows, None)
     assert "| qwen2 L=24 f32 | ours | 16 | inf | 8 | 150.0 | 12.00 | 20.0 | 40.0 | 2.00 | 80.00 |" in table
     assert "| qwen2 L=24 f32 | llama.cpp | not run: no llama-server |" in table
-    assert "| qwen2 L=24 f32 | inductor | 3.0 | 7 | 1 | – | yes (8 requests) |" in table
-    assert "| qwen2 L=24 f32 | eager | 3.0 | 3 | 1 | – | no: requests [3] of 8 |" in table
-    assert "| tiny f32 quick | ours | 3.0 | 3 | 1 | 1 (0 calls) | no: requests [0] of 8 |" in table
+    assert "| qwen2 L=24 f32 | inductor | 64 / 16384 | 3.0 | 7 | 1 | – | yes (8 requests) |" in table
+    assert "| qwen2 L=24 f32 | eager | – | 3.0 | 3 | 1 | – | no: requests [3] of 8 |" in table
+    assert "| tiny f32 quick | ours | 8 / 16384 | 3.0 | 3 | 1 | 1 (0 calls) | no: requests [0] of 8 |" in table
     assert "qwen2 L=24 f32: 50.00 ms/token" in table
     row = cc.headline(rows)
     assert "(docs/benchmarks/serving.md#concurrent-serving)" in row

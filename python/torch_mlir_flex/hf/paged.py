@@ -142,6 +142,9 @@ def paged_flex_attention_forward(module, query, key, value, attention_mask, scal
     if getattr(module, "sinks", None) is not None:
         raise ValueError(f"attention '{NAME}' does not support attention sinks")
     allocator = cache.layer_to_allocator[module.layer_idx]
+    if not (_reads_in_place(allocator) or allocator.layer_type == "sliding_attention"):
+        raise ValueError(f"attention '{NAME}' supports full and sliding-window attention caches, "
+                         f"not {type(allocator).__name__}")
     if _reads_in_place(allocator):
         rows, k_at, v_at, n, block_mask = _in_place_inputs(cache, allocator, module.layer_idx, query,
                                                            kwargs)

@@ -221,20 +221,21 @@ def plot(rows, path):
             pts = [point_at(r, c) for c in sorted({p["concurrency"] for p in r["points"]})]
             for i, key in enumerate(("itl_p50_ms", "ttft_p50_ms")):
                 xy = [(p["tokens_per_s"], p[key]) for p in pts if key in p]
-                axes[i][j].plot(*zip(*xy), marker="o", label=impl)
+                color = f"C{IMPLS.index(impl) if impl in IMPLS else len(IMPLS)}"  # one colour per implementation
+                axes[i][j].plot(*zip(*xy), marker="o", label=impl, color=color)
                 for p in pts:
                     if key in p:
                         axes[i][j].annotate(str(p["concurrency"]), (p["tokens_per_s"], p[key]), fontsize=6)
         axes[0][j].set_title(row["config"], fontsize=9)
+        axes[0][j].legend(fontsize=6)
         for i, label in enumerate(("ITL p50 (ms)", "TTFT p50 (ms)")):
             axes[i][j].set_xscale("log")
             axes[i][j].set_yscale("log")
             for axis in (axes[i][j].xaxis, axes[i][j].yaxis):
                 axis.set_major_formatter(LogFormatter(labelOnlyBase=False))
-                axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 1)))
+                axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
             axes[i][j].set_ylabel(label)
         axes[1][j].set_xlabel("output tokens/s (label: in flight)")
-    axes[0][-1].legend(fontsize=6)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100)

@@ -274,3 +274,21 @@ def test_report_only_writes_tables_plot_and_page_from_saved_rows(tmp_path):
     assert (tmp_path / "p.png").stat().st_size > 0
     page = (tmp_path / "docs" / "benchmarks" / "serving.md").read_text()
     assert page.count(f"### Host: {hs.kind(here)}") >= 1 and "| tiny f32 quick | ours | 1 | 8.0 |" in page
+
+
+def test_full_run_configurations_use_the_quick_run_functions():
+    """The full run's configurations (not run here): the tiny model and the
+    0.5B shape in f32 and bf16, the issue's stream and numbers in flight,
+    the greedy check in f32 only; the quick run differs only in these
+    values (same child, driver and metrics)."""
+    full = dict(cc.configs(["tiny", "qwen2"], False))
+    assert list(full) == ["tiny f32", "qwen2 L=24 f32", "qwen2 L=24 bf16"]
+    q = full["qwen2 L=24 f32"]
+    assert q["concurrency"] == [1, 4, 16, 64] and q["stream"] == ch.FULL.__dict__
+    assert (q["stream"]["prompt_min"], q["stream"]["prompt_max"], q["stream"]["out_min"], q["stream"]["out_max"]) == (
+        32, 1024, 16, 256)
+    assert q["check"] > 0 and full["qwen2 L=24 bf16"]["check"] == 0
+    assert [ch.FULL.requests_at(c) for c in (1, 4, 16, 64)] == [16, 16, 32, 128]
+    (name, quick), = cc.configs(["qwen2"], True)
+    assert name == "tiny f32 quick" and quick["concurrency"] == [1, 4] and quick["stream"] == ch.QUICK.__dict__
+    assert set(quick) == set(q)

@@ -8,7 +8,8 @@ several API servers):
   `--compile` only sets a static cache for `generate`, and nothing on its
   command line names a torch.compile backend);
 - the model loads through `engine.FlexModelLoader` (its process registers
-  the backend, keeps the batching manager; the CPU without `accelerate`);
+  the backend, and our paged flex attention for `--attn-implementation
+  flex_paged`, keeps the batching manager; the CPU without `accelerate`);
 - the app gets a `GET /flex/stats` route: for each model whose process
   runs, `engine.engine_report` (compile counts, KV cache) from that process;
   and its handlers refuse with a 4xx the requests that serve would answer
@@ -32,7 +33,7 @@ class FlexServe(Serve):
     # The docstring is transformers' (the CLI's help), set below.
 
     backend = "torch_mlir_flex"
-    attn_implementation = None  # set by `main` for one transformers' option refuses (flex_paged)
+    attn_implementation = None  # set by `main` to a name transformers' option refuses (flex_paged)
 
     def run(self, socket=None, engine_connection=None) -> None:
         self._use_backend()

@@ -244,7 +244,6 @@ def serve(model, impl, stream, concurrencies, rates, requests_at=None, page_size
 
 def main(spec):
     import torch_mlir_flex  # noqa: F401  (before torch-mlir)
-    import torch
 
     from .configs import ServeConfig, build
 

@@ -295,3 +295,20 @@ def test_llama_sdpa_compiled_and_trained(padded, fresh):
     assert delta("compiled") == 1 and delta("forward") == 1 and delta("backward") == 1, dict(dynamo.stats)
     assert delta("sdpa_as_flex") == 4  # 2 layers, inference and training graphs
     assert delta("eager") == 0 and delta("eager_calls") == 0, list(warned)
+
+
+def test_dynamic_training(fresh):
+    """dynamic=True with grad: one forward and one backward graph for two
+    sequence lengths, gradients as eager SDPA's (float64)."""
+    delta, warned = fresh
+    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m.to(q.dtype))
+    compiled = torch.compile(fn, backend=dynamo.NAME, dynamic=True)
+    for n in (24, 40):
+        args = _qkv(l=n, s=n) + [_float_mask((B, 1, n, n))]
+        got, want = ([t.detach().to(dtype).requires_grad_() for t in args[:3]] for dtype in (torch.float32, torch.float64))
+        compiled(*got, args[3]).sum().backward()
+        fn(*want, args[3]).sum().backward()
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.grad.double(), w.grad, atol=5e-5, rtol=1e-4)
+    assert delta("forward") == 1 and delta("backward") == 1 and delta("eager") == 0, \
+        (dict(dynamo.stats), list(warned))

@@ -1,6 +1,6 @@
 """One Dynamo graph for a transformers flex_attention model compiled with
 `torch.compile(model, backend="torch_mlir_flex")`: what makes Dynamo break
-the forward into pieces there, and the two changes (active only while
+the forward into pieces there, and the three changes (active only while
 Dynamo traces a frame for our backend) that remove the breaks.
 
 1. `create_block_mask(..., _compile=True)`. transformers builds its

@@ -18,10 +18,12 @@ place:
 - the model's `cache.update` writes the step's new K/V exactly as for SDPA
   (transformers' own allocator update, with an empty read index, which is
   its write-only path) and skips the read-back gather;
-- K and V are the layer's page views (`get_cache_for_block_table`) seen as
-  [1, H_kv, num_pages * page_size, D]: row r is the physical slot r that
-  `read_index` / `write_index` address (rows holding other layers' pages
-  are never attended);
+- K and V are views of the cache tensor from the layer's first K / V row
+  (the origin of transformers' per-layer views), [1, H_kv, n, D] with one
+  n for all layers: row r is the physical slot r that `read_index` /
+  `write_index` address (rows holding other layers' pages are never
+  attended). A compiled graph receives the contiguous cache tensor and
+  takes the views itself (a strided view argument would be copied);
 - an index map, built once per step and shared by the layers: for each
   physical slot, the request and logical position stored there (-1: none),
   from `write_index` (the new tokens) and `read_index` (all tokens read);

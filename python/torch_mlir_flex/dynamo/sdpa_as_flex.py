@@ -92,10 +92,16 @@ def rewrite(gm) -> int:
         if why is not None:
             log.debug("torch_mlir_flex: %s left as scaled_dot_product_attention: %s", node.name, why)
             continue
-        _static_heads(args)
+        try:
+            _static_heads(args)
+        except Exception as e:  # sizes Dynamo cannot guard: SDPA as before
+            log.debug("torch_mlir_flex: %s left as scaled_dot_product_attention: head sizes cannot be "
+                      "fixed: %s: %s", node.name, type(e).__name__, e)
+            continue
         node.target = sdpa_flex
         node.args = (args["query"], args["key"], args["value"], args["attn_mask"])
-        node.kwargs = {"is_causal": bool(args["is_causal"]), "scale": args["scale"]}
+        node.kwargs = {"is_causal": bool(args["is_causal"]), "scale": args["scale"],
+                       "enable_gqa": bool(args["enable_gqa"])}
         done += 1
     if done:
         from . import stats
@@ -219,14 +225,21 @@ def _read(m, keep, b, h, q_idx, kv_idx):
     return m[tuple(idx[d] for d in keep)] if keep else m
 
 
-def sdpa_flex(query, key, value, attn_mask=None, *, is_causal=False, scale=None):
+def sdpa_flex(query, key, value, attn_mask=None, *, is_causal=False, scale=None, enable_gqa=False):
     """`scaled_dot_product_attention(query, key, value, attn_mask,
-    is_causal=is_causal, scale=scale)` (GQA when the head counts differ)
-    through torch's flex_attention higher-order op."""
+    is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)` through
+    torch's flex_attention higher-order op while torch.export or
+    AOTAutograd trace it (fake tensors). Called on real tensors (the graph
+    run in eager PyTorch: a graph our pipeline refused, a call too large
+    for it), it is torch's SDPA itself, whose CPU kernels tile the scores."""
     import torch
+    from torch._guards import detect_fake_mode
     from torch._higher_order_ops.flex_attention import flex_attention as flex_hop
     from torch.nn.attention.flex_attention import _apply_kernel_options, _create_empty_block_mask
 
+    if detect_fake_mode((query, key, value)) is None and not torch.compiler.is_compiling():
+        return torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
     score_mod, buffers = _identity, ()
     if attn_mask is not None:
         buf, keep = _mask_buffer(attn_mask)

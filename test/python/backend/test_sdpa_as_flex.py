@@ -185,6 +185,20 @@ def test_rewritten_graph():
     assert HOP in {n.target for n in ep.graph.nodes}
 
 
+def test_eager_run_is_sdpa():
+    """The rewritten graph run in eager PyTorch (a graph or a call our
+    pipeline refuses) calls torch's SDPA: bit-identical results, no dense
+    flex_attention with its score matrix."""
+    qkv = _qkv(b=2, hq=4, hkv=2)
+    cases = [(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), qkv),
+             (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True),
+              qkv + [_float_mask((2, 1, L, S))])]
+    for fn, args in cases:
+        gm = _captured(fn, args)
+        assert sdpa_as_flex.sdpa_flex in _targets(gm)
+        assert torch.equal(gm(*args)[0], fn(*args))
+
+
 @pytest.mark.parametrize("case", ["dropout", "float64", "mask_and_causal", "rank3", "mask_grad"])
 def test_left_as_sdpa(case):
     q, k, v = _qkv()

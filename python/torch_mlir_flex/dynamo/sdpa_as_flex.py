@@ -47,6 +47,10 @@ too, for a float mask of -inf and for a bool mask, with the math and the
 flash kernel and in its backward (checked; older torch versions gave NaN),
 so the compiled results agree there as well.
 
+A graph that runs in eager PyTorch after all (our pipeline refused it, or
+a call's sizes are too large for it: `_EagerWhenTooLarge`) calls torch's
+SDPA again: `sdpa_flex` on real tensors is SDPA, whose CPU kernels tile.
+
 Setting `TORCH_MLIR_FLEX_SDPA=decompose` turns the rewrite off (SDPA goes
 to torch-mlir's decomposition, as before).
 """

@@ -126,6 +126,25 @@ def _instrument_ours(phases):
     compile_mod.CompiledModule.__call__ = first_call
 
 
+def _time_gc(phases) -> dict:
+    """{generation: [seconds, collections]} of Python's cyclic GC while
+    `phases` is on (inside the other phases' times)."""
+    import gc
+
+    out, start = {}, [0.0]
+
+    def on_gc(phase, info):
+        if phase == "start":
+            start[0] = time.perf_counter()
+        elif phases.on:
+            entry = out.setdefault(str(info["generation"]), [0.0, 0])
+            entry[0] = round(entry[0] + time.perf_counter() - start[0], 4)
+            entry[1] += 1
+
+    gc.callbacks.append(on_gc)
+    return out
+
+
 def _model(spec):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -162,6 +181,7 @@ def child(spec) -> dict:
     batches = [torch.randint(0, spec["vocab"], (spec["batch"], spec["seq"]), generator=g) for _ in range(2)]
     setup_s = time.perf_counter() - t0
 
+    gc_seconds = _time_gc(phases)
     steps, losses = [], []
     for i, ids in enumerate(batches):
         t = time.perf_counter()
@@ -176,7 +196,7 @@ def child(spec) -> dict:
     metrics = {k: [round(sum(v), 4), len(v)] for k, v in dynamo_utils.compilation_time_metrics.items()
                if k in TORCH_METRICS}
     out = dict(setup_s=round(setup_s, 3), steps=[round(s, 3) for s in steps], losses=losses,
-               torch=metrics, ours=phases.report())
+               torch=metrics, ours=phases.report(), gc=gc_seconds)
     if ours:
         out["dynamo_stats"] = dict(dynamo.stats)
         out["cache_stats"] = dict(cache.stats)
@@ -212,15 +232,36 @@ def run_child(spec, cache_dir, timeout=1800.0) -> dict:
     return out
 
 
+def _summary(r) -> dict:
+    """The first step's phases without overlaps: Dynamo's trace (its frame
+    compile less the backend call), AOTAutograd (the backend call less our
+    forward compile; inductor's: its cache load and compile), our forward
+    and backward compiles, and the rest (the first calls, the optimizer)."""
+    t = {k: v[0] for k, v in r["torch"].items()}
+    o = {k: v[0] for k, v in r["ours"].items()}
+    ours_fw = o.get("compile_graph[forward]", 0.0) + o.get("compile_graph[compiled]", 0.0)
+    ours_bw = o.get("compile_graph[backward]", 0.0)
+    backend = t.get("OutputGraph.call_user_compiler", 0.0)
+    out = {"Dynamo trace": t.get("_compile.compile_inner", 0.0) - backend,
+           "AOTAutograd/inductor": backend - ours_fw + t.get("backward._backward_impl", 0.0) - ours_bw,
+           "ours fw+bw": ours_fw + ours_bw}
+    out["rest"] = r["steps"][0] - sum(out.values())
+    return out
+
+
 def _print_run(name, r):
     if "error" in r:
         print(f"  {name}: ERROR {r['error']}")
         return
     print(f"  {name}: process {r['process_s']} s, setup {r['setup_s']} s, step 1 {r['steps'][0]} s, "
           f"step 2 {r['steps'][1]} s, losses {', '.join(f'{x:.6f}' for x in r['losses'])}")
+    summary = _summary(r)
+    print("    summary: " + ", ".join(f"{k} {v:.2f} s" for k, v in summary.items()))
     for title, table in (("torch", r["torch"]), ("ours", r["ours"])):
         for k, (s, n) in sorted(table.items(), key=lambda kv: -kv[1][0]):
             print(f"    {title:5s} {k}: {s:.3f} s ({n})")
+    for gen, (sec, n) in sorted(r.get("gc", {}).items()):
+        print(f"    python cyclic GC, generation {gen}: {sec:.3f} s ({n}; inside the phases above)")
     for k in ("dynamo_stats", "cache_stats"):
         if k in r:
             print(f"    {k}: {json.dumps(r[k], sort_keys=True)}")

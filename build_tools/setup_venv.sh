@@ -25,6 +25,8 @@ python -m pip install --quiet -r "$ROOT/requirements-hf.txt"
 python -m pip install --quiet --no-deps transformers==5.25.0
 # transformers serve and the openai client (docs/serving.md)
 python -m pip install --quiet -r "$ROOT/requirements-serve.txt"
+# peft for LoRA fine-tuning, every dependency pinned (see requirements-train.txt)
+python -m pip install --quiet --no-deps -r "$ROOT/requirements-train.txt"
 echo "== building C++ and installing torch_mlir_flex"
 # The venv already holds pyproject.toml's build requirements (requirements.txt
 # pins the same versions; pip checks them), so the build runs in it and the

@@ -181,6 +181,10 @@ def child(spec) -> dict:
     batches = [torch.randint(0, spec["vocab"], (spec["batch"], spec["seq"]), generator=g) for _ in range(2)]
     setup_s = time.perf_counter() - t0
 
+    if spec.get("gc_freeze"):
+        import gc
+
+        gc.freeze()  # the objects so far (torch, transformers, the model) out of full collections
     gc_seconds = _time_gc(phases)
     steps, losses = [], []
     for i, ids in enumerate(batches):
@@ -279,6 +283,8 @@ def main(argv=None) -> int:
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
+    p.add_argument("--gc-freeze", action="store_true",
+                   help="gc.freeze() after building the model, before the first step")
     p.add_argument("--only", choices=("flex", "inductor"))
     p.add_argument("--keep", help="cache directory to use and keep (default: a new temporary one)")
     p.add_argument("--json", help="also write the results to this file")
@@ -287,7 +293,7 @@ def main(argv=None) -> int:
         print(json.dumps(child(json.loads(a.child))))
         return 0
     spec = dict(layers=a.layers, seq=a.seq, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads,
-                inter=a.inter, vocab=a.vocab, batch=a.batch, threads=a.threads)
+                inter=a.inter, vocab=a.vocab, batch=a.batch, threads=a.threads, gc_freeze=a.gc_freeze)
     with open("/proc/loadavg") as f:
         print(f"shape {json.dumps(spec)}; load before: {f.read().split()[:3]}")
     root = a.keep or tempfile.mkdtemp(prefix="train_warm_")

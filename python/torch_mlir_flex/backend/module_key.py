@@ -302,7 +302,10 @@ class _Describer:
         import torch
         from torch.fx.node import map_aggregate
 
-        text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+        try:
+            text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+        except Exception as e:  # a graph torch cannot print: exported as before
+            raise _Undescribable(f"a graph torch cannot print ({type(e).__name__})") from None
         # Without comments (source lines, `<eval_with_key>.N` counters) and
         # object addresses, which differ between processes.
         code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))

@@ -3,6 +3,11 @@ CPU flash kernel and eager float32 math, in one process, interleaved.
 
     PYTHONPATH=python python -m benchmarks.train [--quick] [--reps 5]
         [--cases causal-1024-64,...] [--dtypes f32,bf16] [--readme]
+    PYTHONPATH=python python -m benchmarks.train --models [--quick] [--only NAMES]
+        [--impls ours,inductor,eager] [--readme]
+
+`--models`: whole transformers models trained step by step, each engine in
+its own process (benchmarks/train/models.py, which documents its options).
 
 Prints a markdown table and the targets of issue #26 with pass/fail, each
 under the line naming the host and its peaks measured in the run
@@ -23,9 +28,12 @@ import argparse
 import json
 import logging
 import os
+import sys
 import time
 
-os.environ.setdefault("TORCH_MLIR_FLEX_CACHE", "0")  # compile time is measured
+# compile time is measured; not in --models, whose warm processes read the caches
+_CACHE_OFF_HERE = "TORCH_MLIR_FLEX_CACHE" not in os.environ
+os.environ.setdefault("TORCH_MLIR_FLEX_CACHE", "0")
 
 import torch_mlir_flex  # noqa: F401,E402  (must load before torch_mlir)
 import torch  # noqa: E402
@@ -92,6 +100,13 @@ def table(rows, peaks):
 
 
 def main(argv=None):
+    if "--models" in (sys.argv[1:] if argv is None else argv):
+        if _CACHE_OFF_HERE:
+            os.environ.pop("TORCH_MLIR_FLEX_CACHE")
+        from benchmarks.train import models
+
+        models.main(argv)
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}, f32, fewer reps")
     ap.add_argument("--reps", type=int, default=0, help="timed calls per implementation")

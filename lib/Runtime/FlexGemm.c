@@ -15,7 +15,9 @@
  * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
  * run on it and only those it declines reach the BLAS. Products of up to
  * FLEX_GEMV_MAX_ROWS rows by a matrix with contiguous rows run on
- * Gemv/FlexGemv.c (f32 and bf16, on the kernels of the CPU's ISA).
+ * Gemv/FlexGemv.c (f32 and bf16, on the kernels of the CPU's ISA), and so
+ * do products of up to SKINNY_MAX_ROWS rows by a weight too large for the
+ * cache, a few rows at a time.
  *
  *===----------------------------------------------------------------------===*/
 #include "FlexBf16.h"
@@ -220,6 +222,46 @@ static void product(int bf16, int64_t M, int64_t N, int64_t K, const char *a,
   }
 }
 
+/* Products of up to SKINNY_MAX_ROWS rows by a weight of at least
+ * SKINNY_MIN_WEIGHT_BYTES run on the few-row kernels too, FLEX_GEMV_MAX_ROWS
+ * rows at a time: the weight is read ceil(M / 4) times from memory, which
+ * is still far less than the BLAS takes for such a skinny product (it packs
+ * the whole weight at every call: Qwen2's 896 x 151936 f32 LM head over 8
+ * rows of a continuous-batching step took as long as 16 of its weight's
+ * passes). Weights that stay in cache go to the BLAS. */
+enum { SKINNY_MAX_ROWS = 16 };
+static const int64_t SKINNY_MIN_WEIGHT_BYTES = 8 << 20;
+
+/* One batch entry on the few-row kernels, in chunks of FLEX_GEMV_MAX_ROWS
+ * rows. Returns 0 when the kernel declined the first chunk (nothing
+ * written); a later chunk it declines runs on the BLAS. */
+static int few_rows_entry(int bf16, int64_t M, int64_t N, int64_t K,
+                          const char *a, int64_t sam, int64_t sak,
+                          const char *b, int64_t sbk, int64_t sbn, char *c,
+                          int64_t scm, int64_t scn, int64_t flags) {
+  size_t es = bf16 ? 2 : 4, esc = (flags & OUTPUT_BF16) ? 2 : 4;
+  for (int64_t m0 = 0; m0 < M; m0 += FLEX_GEMV_MAX_ROWS) {
+    int64_t rows = M - m0 < FLEX_GEMV_MAX_ROWS ? M - m0 : FLEX_GEMV_MAX_ROWS;
+    const char *am = a + (size_t)(m0 * sam) * es;
+    char *cm = c + (size_t)(m0 * scm) * esc;
+    int ran = bf16 ? flex_gemv_bf16(rows, N, K, (const uint16_t *)am, sam,
+                                    sak, (const uint16_t *)b, sbn, cm, scm,
+                                    scn, (flags & OUTPUT_BF16) != 0,
+                                    flags & ACCUMULATE)
+                   : flex_gemv_f32(rows, N, K, (const float *)am, sam, sak,
+                                   (const float *)b, sbn, (float *)cm, scm,
+                                   scn, flags & ACCUMULATE);
+    if (!ran) {
+      if (m0 == 0)
+        return 0;
+      product(bf16, M - m0, N, K, am, sam, sak, b, sbk, sbn, cm, scm, scn,
+              (int)flags);
+      return 1;
+    }
+  }
+  return 1;
+}
+
 static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
                     int64_t pa, int64_t oa, int64_t sab, int64_t sam,
                     int64_t sak, int64_t pb, int64_t ob, int64_t sbb,
@@ -232,7 +274,9 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
    * one-thread GEMV). oneDNN (bf16) or the BLAS runs the others, and a
    * batch entry the kernel declines (so that no entry is computed, or
    * accumulated into C, twice). */
-  int few_rows = M <= FLEX_GEMV_MAX_ROWS && sbk == 1 &&
+  int skinny = M <= SKINNY_MAX_ROWS &&
+               N * K * (int64_t)es >= SKINNY_MIN_WEIGHT_BYTES;
+  int few_rows = (M <= FLEX_GEMV_MAX_ROWS || skinny) && sbk == 1 &&
                  (bf16 || !(flags & OUTPUT_BF16));
   /* Batch entry i's operands: a + i * sa, b + i * sb, c + i * sc (bytes). */
   const char *a = (const char *)pa + (size_t)oa * es;
@@ -240,17 +284,10 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
   char *c = (char *)pc + (size_t)oc * esc;
   size_t sa = (size_t)sab * es, sb = (size_t)sbb * es, sc = (size_t)scb * esc;
   int64_t done = 0;
-  for (; few_rows && done < batch; ++done, a += sa, b += sb, c += sc) {
-    int ran = bf16 ? flex_gemv_bf16(M, N, K, (const uint16_t *)a, sam, sak,
-                                    (const uint16_t *)b, sbn, c, scm, scn,
-                                    (flags & OUTPUT_BF16) != 0,
-                                    flags & ACCUMULATE)
-                   : flex_gemv_f32(M, N, K, (const float *)a, sam, sak,
-                                   (const float *)b, sbn, (float *)c, scm, scn,
-                                   flags & ACCUMULATE);
-    if (!ran)
+  for (; few_rows && done < batch; ++done, a += sa, b += sb, c += sc)
+    if (!few_rows_entry(bf16, M, N, K, a, sam, sak, b, sbk, sbn, c, scm, scn,
+                        flags))
       break;
-  }
   batch -= done;
   if (batch == 0)
     return;

@@ -18,6 +18,21 @@ torch-mlir's default table plus our own, which win for the same op:
   - ``aten.sort.stable``: ``aten.sort`` (our sort lowering is always stable);
   - ``aten.erfc``: ``1 - erf(x)`` (absolute error ~1e-7; no relative
     accuracy in the far tail).
+- ``aten._scaled_dot_product_flash_attention_for_cpu`` (an SDPA call
+  sdpa_as_flex left alone, or ``TORCH_MLIR_FLEX_SDPA=decompose``): torch's
+  decomposition returns the attention weights where the op returns the
+  logsumexp, and its output laid out [L, B, H, E] where the op's has the
+  query's layout (transformers' q: [B, L, H, E] transposed). A training
+  forward graph saves both for the eager SDPA backward (its gradients would
+  be off by orders of magnitude), and AOTAutograd's views of the output, recorded for
+  the op's layout, fail at export ("Cannot view a tensor with shape
+  [2, 512, 512] and strides (512, 1024, 1)"). Ours: the math attention in
+  float32 (the CPU kernel's accumulation type), the output in the query's
+  dtype and stride order, the natural-log logsumexp in float32 laid out as
+  the op's ([B, L, H] transposed); GQA (fewer key heads) repeats K/V per
+  group; a fully masked row gives an output and a logsumexp of 0, as the
+  kernel (its backward then gives 0, not NaN). ``dropout_p`` other than 0
+  keeps the op (torch refuses it).
 """
 
 import math
@@ -65,11 +80,50 @@ def _erfc(self):
     return 1 - torch.erf(self)
 
 
+def _sdpa_flash_cpu(query, key, value, dropout_p: float = 0.0, is_causal: bool = False, *,
+                    attn_mask=None, scale=None):
+    if dropout_p != 0.0:
+        return NotImplemented
+    hq, hkv = query.shape[1], key.shape[1]
+    if hq != hkv:
+        key = key.repeat_interleave(hq // hkv, dim=1)
+        value = value.repeat_interleave(hq // hkv, dim=1)
+    acc = torch.float32 if query.dtype in (torch.bfloat16, torch.float16) else query.dtype
+    q, k, v = query.to(acc), key.to(acc), value.to(acc)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if is_causal:
+        keep = torch.ones(query.shape[2], key.shape[2], dtype=torch.bool).tril()
+        scores = torch.where(keep, scores, -math.inf)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = torch.where(attn_mask, scores, -math.inf)
+        else:
+            scores = scores + attn_mask.to(acc)
+    lse = torch.logsumexp(scores, -1)
+    # A fully masked row: logsumexp 0 (exp(-inf - 0) = 0), as the kernel's.
+    lse = torch.where(lse == -math.inf, 0.0, lse)
+    probs = torch.exp(scores - lse.unsqueeze(-1))
+    out = torch.matmul(probs, v).to(query.dtype)
+    return _laid_out_as(out, query), lse.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def _laid_out_as(x, like):
+    """`x` with the stride order of `like` (as `empty_like(like)`)."""
+    from torch._prims_common import compute_elementwise_output_logical_to_physical_perm
+
+    perm, _ = compute_elementwise_output_logical_to_physical_perm(like)
+    inverse = [perm.index(d) for d in range(len(perm))]
+    return x.permute(perm).contiguous().permute(inverse)
+
+
 FLEX_DECOMPOSITIONS: Dict[Any, Callable] = {
     aten.gelu.default: gelu_tanh,
     aten.histc.default: _histc,
     aten.sort.stable: _sort_stable,
     aten.erfc.default: _erfc,
+    aten._scaled_dot_product_flash_attention_for_cpu.default: _sdpa_flash_cpu,
 }
 
 

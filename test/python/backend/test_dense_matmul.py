@@ -295,6 +295,36 @@ def test_five_rows_go_to_the_blas():
     assert blas.gemv_products() == before
 
 
+@pytest.mark.parametrize("rows,dtype", [(7, torch.float32), (16, torch.float32), (6, torch.bfloat16)])
+def test_skinny_products_by_a_large_weight_on_the_gemv_kernel(rows, dtype):
+    """Up to 16 rows by a weight of at least 8 MiB (an LM head over a
+    continuous-batching step) run on the few-row kernels, four rows at a
+    time (the BLAS packs the whole weight at each call); the chunks write
+    their own rows of C (7 = 4 + 3 rows)."""
+    from torch_mlir_flex.backend import blas
+
+    k, n = 512, 4160 * (2 if dtype == torch.bfloat16 else 1)  # 8.1 MiB
+    a, b = _rand(rows, k, dtype=dtype, seed=1), _rand(n, k, dtype=dtype, seed=2)
+    fn = lambda x, w: x @ w.t()  # noqa: E731
+    before = blas.gemv_products()
+    compiled = _compile_checked(Fn(fn), (a, b), gemm=GEMM[dtype])
+    got, exact = compiled(a, b).double(), fn(a.double(), b.double())
+    assert blas.gemv_products() >= before + (rows + 3) // 4
+    bound = k * 2.0 ** -24 * fn(a.double().abs(), b.double().abs())
+    if dtype == torch.bfloat16:
+        bound = bound + exact.abs() * 2.0 ** -8
+    assert ((got - exact).abs() <= bound).all(), ((got - exact).abs() / bound).max()
+
+
+def test_seventeen_rows_by_a_large_weight_go_to_the_blas():
+    from torch_mlir_flex.backend import blas
+
+    before = blas.gemv_products()
+    _check(Fn(lambda x, w: x @ w.t()), (_rand(17, 512, seed=1), _rand(4160, 512, seed=2)),
+           gemm="flex_gemm_f32")
+    assert blas.gemv_products() == before
+
+
 def test_one_row_linear_with_bias_on_the_gemv_kernel():
     # The bias is the product's init: the kernel adds into it.
     from torch_mlir_flex.backend import blas

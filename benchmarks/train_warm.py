@@ -3,7 +3,7 @@ process spends its first step when every cache is warm.
 
     PYTHONPATH=python python -m benchmarks.train_warm [--layers 4 --seq 512]
         [--hidden 512 --heads 8 --kv-heads 4 --inter 1408 --vocab 8192 --batch 2]
-        [--only flex|inductor] [--keep DIR]
+        [--only flex|inductor] [--keep DIR] [--threads N] [--gc-freeze] [--json FILE]
 
 A transformers Llama (attn_implementation="flex_attention", f32, AdamW)
 trained through `torch.compile(model, backend="torch_mlir_flex")` runs
@@ -21,7 +21,12 @@ inclusive, summed over the graphs (forward, backward): torch's own
 AOTAutograd) and ours (timers put around the backend's functions in the
 child process only: the pre-export key, torch.export, import..materialize,
 lowering, LLVM code generation or the object cache's load, binding, each
-compiled function's first call). Every line is "name: seconds (calls)".
+compiled function's first call), Python's cyclic GC by generation, and a
+`summary:` line of the phases without overlaps (Dynamo's trace,
+AOTAutograd, our compiles, the rest). Every phase line is "name: seconds
+(calls)". A NOTE says when the package changed between the two processes
+(another build id: every stage entry misses); the exit status is 1 when
+a process failed or the warm losses differ from the cold ones.
 """
 
 import argparse

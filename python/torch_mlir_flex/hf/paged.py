@@ -57,6 +57,9 @@ NAME = "flex_paged"
 # The model passes the cache to `cache.update` only; the wrapped update hands
 # it to the attention function under this keyword.
 _CACHE_KWARG = "flex_paged_cache"
+# The step's BlockMasks (one per in-place cache allocator, by its index),
+# built before the model runs and passed to the model as this keyword.
+_MASKS_KWARG = "flex_paged_masks"
 
 _registered = False
 
@@ -70,13 +73,14 @@ def register_paged_flex():
         return NAME
     from transformers import AttentionInterface
     from transformers.generation.continuous_batching import cache as cb_cache
-    from transformers.generation.continuous_batching import continuous_api
+    from transformers.generation.continuous_batching import continuous_api, model_runner
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 
     AttentionInterface.register(NAME, paged_flex_attention_forward)
     ALL_MASK_ATTENTION_FUNCTIONS.register(NAME, _no_mask)
     _wrap_cb_check(continuous_api.ContinuousBatchingManager)
     _wrap_cache_update(cb_cache.PagedAttentionCache)
+    _wrap_compute_batch(model_runner.ModelRunner)
     _registered = True
     return NAME
 
@@ -100,26 +104,67 @@ def _wrap_cache_update(cache_cls):
     original = cache_cls.update
 
     @torch.compiler.disable
+    def gathered_update(self, key_states, value_states, layer_idx, kwargs):
+        # transformers' own update, out of the graph: every other attention
+        # implementation, and flex_paged's sliding-window layers.
+        if self.config._attn_implementation == NAME:
+            kwargs[_CACHE_KWARG] = self  # the attention function reads the cache
+        return original(self, key_states, value_states, layer_idx, kwargs)
+
     def update(self, key_states, value_states, layer_idx, kwargs):
-        allocator = self.layer_to_allocator[layer_idx]
-        if self.config._attn_implementation != NAME:
-            return original(self, key_states, value_states, layer_idx, kwargs)
-        kwargs[_CACHE_KWARG] = self  # the attention function reads the cache
-        if not _reads_in_place(allocator):
-            return original(self, key_states, value_states, layer_idx, kwargs)
-        # transformers' write-only path: an empty read index writes the new
-        # K/V and returns them; the attention reads the cache in place.
-        read_index = kwargs["read_index"]
-        kwargs["read_index"] = [index[:0] for index in read_index]
-        try:
-            out = original(self, key_states, value_states, layer_idx, kwargs)
-        finally:
-            kwargs["read_index"] = read_index
-        return out
+        if (self.config._attn_implementation == NAME and kwargs.get("block_table") is None
+                and _reads_in_place(self.layer_to_allocator[layer_idx])):
+            return _write_in_place(self, key_states, value_states, layer_idx, kwargs)
+        return gathered_update(self, key_states, value_states, layer_idx, kwargs)
 
     update._flex_paged_wrapped = True
     if not getattr(original, "_flex_paged_wrapped", False):
         cache_cls.update = update
+
+
+def _wrap_compute_batch(runner_cls):
+    original = runner_cls.compute_batch
+
+    def compute_batch(self, model, batch_data):
+        if model.config._attn_implementation == NAME and batch_data.get("block_table") is None:
+            batch_data = dict(batch_data)
+            batch_data[_MASKS_KWARG] = _step_masks(batch_data)
+        return original(self, model, batch_data)
+
+    compute_batch._flex_paged_wrapped = True
+    if not getattr(original, "_flex_paged_wrapped", False):
+        runner_cls.compute_batch = compute_batch
+
+
+def _layer_rows(allocator, layer_idx):
+    """The allocator's cache as rows [slots * 2, H_kv, D] (contiguous), the
+    first rows of the layer's K and V views, and the number of slots n
+    addressed in every layer's views (the last layer's V view is the
+    shortest): one length, so the step's maps serve all the layers. Plain
+    integers from the layout transformers builds its views with (a page of
+    K rows, then a page of V rows, per layer and block)."""
+    rows = allocator.cache_tensor.view(-1, allocator.num_key_value_heads, allocator.head_dim)
+    page = allocator.tokens_per_page
+    i = allocator.layer_indices.index(layer_idx)
+    n = (rows.shape[0] // page - 2 * len(allocator.layer_indices) + 1) * page
+    return rows, 2 * i * page, (2 * i + 1) * page, n
+
+
+def _write_in_place(cache, key_states, value_states, layer_idx, kwargs):
+    """transformers' write of the step's K/V ([1, H_kv, T, D]) into a
+    full-attention layer's pages, as an indexed in-place write on the cache
+    tensor: traced into the compiled graph (a mutated input), where
+    transformers' update is `torch.compiler.disable`d. Returns the new K/V
+    (the attention reads the cache in place)."""
+    allocator = cache.layer_to_allocator[layer_idx]
+    kwargs["cu_seq_lens_k"] = kwargs["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
+    kwargs["max_length_k"] = kwargs["max_length_k"][allocator.layer_type]
+    kwargs[_CACHE_KWARG] = cache
+    rows, k_at, v_at, _ = _layer_rows(allocator, layer_idx)
+    write_index = kwargs["write_index"][allocator.index]
+    rows.index_copy_(0, write_index + k_at, key_states[0].transpose(0, 1))
+    rows.index_copy_(0, write_index + v_at, value_states[0].transpose(0, 1))
+    return key_states, value_states
 
 
 def _reads_in_place(allocator):
@@ -148,8 +193,12 @@ def paged_flex_attention_forward(module, query, key, value, attention_mask, scal
         raise ValueError(f"attention '{NAME}' supports full and sliding-window attention caches, "
                          f"not {type(allocator).__name__}")
     if _reads_in_place(allocator):
-        rows, k_at, v_at, n, block_mask = _in_place_inputs(cache, allocator, module.layer_idx, query,
-                                                           kwargs)
+        rows, k_at, v_at, n = _layer_rows(allocator, module.layer_idx)
+        masks = kwargs.get(_MASKS_KWARG)
+        if masks is not None and masks[allocator.index] is not None:
+            block_mask = masks[allocator.index]  # built before the step (a graph input)
+        else:
+            block_mask = _in_place_mask(allocator, query.shape[2], kwargs)
         # Views of the contiguous cache rows taken here, so that a compiled
         # graph receives the cache itself (no copy of a strided view).
         k = rows[k_at:k_at + n].unsqueeze(0).transpose(1, 2)
@@ -292,25 +341,40 @@ def _mask_mod(q_req, q_pos, kv_req, kv_pos, window):
     return mask_mod
 
 
+def _step_masks(batch_data):
+    """The step's BlockMask per in-place (full-attention) cache allocator,
+    by allocator index (None for the others), from the model's keyword
+    arguments: built before the model runs, outside any compiled graph."""
+    cache = batch_data["cache"]
+    T = batch_data["input_ids"].shape[1]
+    masks = [None] * len(cache.cache_allocators)
+    for allocator in cache.cache_allocators.values():
+        if _reads_in_place(allocator):
+            cu_k = batch_data["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
+            masks[allocator.index] = _full_mask(
+                allocator, T, batch_data["write_index"][allocator.index],
+                batch_data["read_index"][allocator.index], batch_data["cu_seq_lens_q"], cu_k)
+    return masks
+
+
 @torch.compiler.disable
-def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
-    k_pages, v_pages = allocator.get_cache_for_block_table(layer_idx)
-    _, page_size, heads, dim = k_pages.shape
-    rows = allocator.cache_tensor.view(-1, heads, dim)  # [slots * 2, H_kv, D], contiguous
-    # Slots addressed in every layer's views (the last layer's V view is the
-    # shortest): one length, so the step's maps serve all the layers.
-    n = (rows.shape[0] // page_size - 2 * len(allocator.layer_indices) + 1) * page_size
-    row_bytes = rows.stride(0) * rows.element_size()
-    k_at = (k_pages.data_ptr() - rows.data_ptr()) // row_bytes
-    v_at = (v_pages.data_ptr() - rows.data_ptr()) // row_bytes
-    write_index = kwargs["write_index"][allocator.index]
-    read_index = kwargs["read_index"][allocator.index]
-    cu_q, cu_k = kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"]
-    T = query.shape[2]
+def _in_place_mask(allocator, T, kwargs):
+    """The BlockMask when the model runs without the runner's step masks
+    (a graph break under torch.compile)."""
+    return _full_mask(allocator, T, kwargs["write_index"][allocator.index],
+                      kwargs["read_index"][allocator.index], kwargs["cu_seq_lens_q"],
+                      kwargs["cu_seq_lens_k"])
+
+
+def _full_mask(allocator, T, write_index, read_index, cu_q, cu_k):
+    """BlockMask over the full-attention layers' in-place view: pages of
+    `allocator.tokens_per_page` slots, n slots (`_layer_rows`)."""
+    page_size = allocator.tokens_per_page
+    n = _layer_rows(allocator, allocator.layer_indices[0])[3]
     kind, key = "full", (n, page_size, T) + _step_key(write_index, read_index, cu_q, cu_k)
     hit = _cached(kind, key)
     if hit is not None:
-        return rows, k_at, v_at, n, hit
+        return hit
     q_req, q_pos = _query_map(cu_q, cu_k, T)
     slot_req = torch.full((n,), -1, dtype=torch.int32)
     slot_pos = torch.zeros((n,), dtype=torch.int32)
@@ -330,7 +394,7 @@ def _in_place_inputs(cache, allocator, layer_idx, query, kwargs):
     q_req = torch.where(q_req == pad_id, -2, q_req)
     seen, full = _page_blocks(q_req, q_pos, slot_req, slot_pos, page_size, n)
     mask = _block_mask(seen, full, q_req, q_pos, slot_req, slot_pos, page_size, n, None)
-    return rows, k_at, v_at, n, _remember(kind, key, mask, (write_index, read_index, cu_q, cu_k))
+    return _remember(kind, key, mask, (write_index, read_index, cu_q, cu_k))
 
 
 @torch.compiler.disable

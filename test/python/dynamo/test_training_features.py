@@ -1,0 +1,223 @@
+"""Training features through `torch.compile(model, backend="torch_mlir_flex")`
+(docs/training.md "What trains compiled"): activation checkpointing
+(transformers' `gradient_checkpointing_enable()`, both `use_reentrant`, and
+`torch.utils.checkpoint.checkpoint` by hand), CPU bfloat16 autocast, tied
+embeddings and an embedding `padding_idx`, on a tiny transformers Llama
+with SDPA or flex_attention: the loss and every gradient against eager
+PyTorch (SDPA attention), nothing run in eager, no graph breaks. Also the
+decomposition of the CPU flash SDPA op (importer/decompositions.py) that a
+training forward graph saves logsumexp from when SDPA stays SDPA.
+
+Plain training steps are tested in test_sdpa_as_flex.py and
+test_graph_breaks.py."""
+
+import torch_mlir_flex  # noqa: F401  (before torch-mlir)
+
+import copy
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._dynamo.utils import counters
+
+from torch_mlir_flex import dynamo, log
+
+dynamo.register()
+
+SEQ, BATCH, VOCAB = 16, 2, 128
+
+
+@pytest.fixture
+def fresh():
+    """Dynamo's caches and counters cleared; `delta(key)`: the change of
+    `dynamo.stats[key]` since the test began; the warnings of our logger."""
+    torch._dynamo.reset()
+    counters.clear()
+    before = dict(dynamo.stats)
+    with log.capture(logging.WARNING) as warned:
+        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
+
+
+def _llama(attn, **config):
+    """One decoder layer (GQA: 4 query, 2 key/value heads) and its eager
+    SDPA twin (the training speed of this file: two layers take twice as long
+    and test nothing more)."""
+    import transformers
+
+    torch.manual_seed(0)
+    conf = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                    num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                                    max_position_embeddings=64, use_cache=False, **config)
+    conf._attn_implementation = attn
+    model = transformers.LlamaForCausalLM(conf).train()
+    ref = copy.deepcopy(model)
+    ref.config._attn_implementation = "sdpa"
+    return model, ref
+
+
+def _ids(seed=1):
+    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed))
+
+
+def _step(model, ids, autocast=False):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    return loss.detach()
+
+
+def _check(model, ref, ids, fresh, autocast=False, rtol=1e-5, grad_tol=1e-4):
+    """One compiled step against eager `ref`: loss, every gradient (relative
+    to its largest entry), one forward and one backward graph, none in
+    eager, no graph breaks."""
+    delta, warned = fresh
+    loss = _step(torch.compile(model, backend="torch_mlir_flex"), ids, autocast)
+    want = _step(ref, ids, autocast)
+    assert abs(loss.item() - want.item()) <= rtol * abs(want.item()), (loss, want)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert p.grad is not None, name
+        err = (p.grad - q.grad).abs().max().item() / (q.grad.abs().max().item() + 1e-12)
+        assert err <= grad_tol, (name, err)
+    assert (delta("forward"), delta("backward"), delta("eager")) == (1, 1, 0), (dict(dynamo.stats), list(warned))
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+    assert not warned
+
+
+@pytest.mark.parametrize("attn,reentrant", [("sdpa", False), ("flex_attention", True)])
+def test_gradient_checkpointing(attn, reentrant, fresh):
+    """Each decoder layer runs under torch.utils.checkpoint (Dynamo's
+    tag_activation_checkpoint body, rewritten to flex_attention for SDPA:
+    dynamo/sdpa_regions.py); use_cache=False, as transformers sets it (with
+    use_cache=True its warning_once breaks the graph: 2 graphs, still
+    compiled)."""
+    model, ref = _llama(attn)
+    for m in (model, ref):
+        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": reentrant})
+    _check(model, ref, _ids(), fresh)
+    if attn == "sdpa":
+        assert fresh[0]("sdpa_as_flex") == 1  # inside the checkpoint body
+
+
+class _Checkpointed(torch.nn.Module):
+    """A projection and causal SDPA inside `checkpoint(fn, x, use_reentrant=False)`."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.out = torch.nn.Linear(d, d)
+
+    def block(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return x + self.out(o.transpose(1, 2).reshape(b, s, d))
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(self.block, x, use_reentrant=False).square().mean()
+
+
+def test_hand_written_checkpoint(fresh):
+    delta, warned = fresh
+    torch.manual_seed(0)
+    model = _Checkpointed()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 12, 16, requires_grad=True)
+    xr = x.detach().clone().requires_grad_()
+    loss = torch.compile(model, backend="torch_mlir_flex")(x)
+    loss.backward()
+    want = ref(xr)
+    want.backward()
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(x.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    assert (delta("forward"), delta("backward"), delta("eager"), delta("sdpa_as_flex")) == (1, 1, 0, 1), \
+        (dict(dynamo.stats), list(warned))
+    assert sum(counters["graph_break"].values()) == 0
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "flex_attention"])
+def test_bf16_autocast(attn, fresh):
+    """f32 master weights, forward and loss under CPU bf16 autocast: SDPA's
+    q/k (f32 after the rotary embedding) and v (bf16) are cast as autocast
+    casts them, then rewritten. Gradients within bf16 rounding (2^-8) of
+    eager autocast's, relative to each gradient's largest entry."""
+    model, ref = _llama(attn)
+    _check(model, ref, _ids(), fresh, autocast=True, rtol=1e-3, grad_tol=2e-2)
+    if attn == "sdpa":
+        assert fresh[0]("sdpa_as_flex") == 1
+
+
+@pytest.mark.parametrize("attn,config", [("sdpa", {"tie_word_embeddings": True}),
+                                         ("flex_attention", {"pad_token_id": 0})])
+def test_embeddings(attn, config, fresh):
+    """Tied input / output embeddings (one parameter, two gradient paths);
+    an embedding padding_idx (its row gets no gradient), with padded ids."""
+    model, ref = _llama(attn, **config)
+    ids = _ids()
+    if "pad_token_id" in config:
+        assert model.model.embed_tokens.padding_idx == 0
+        ids[1, :4] = 0
+    else:
+        assert model.lm_head.weight is model.model.embed_tokens.weight
+    _check(model, ref, ids, fresh)
+    if "pad_token_id" in config:
+        assert model.model.embed_tokens.weight.grad[0].abs().max() == 0
+
+
+def _flash(q, k, v, **kw):
+    return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"is_causal": True}, {"scale": 0.3}, {"attn_mask": "float"},
+                                {"attn_mask": "masked_row"}, {"gqa": True}, {"dtype": torch.bfloat16}])
+def test_flash_cpu_decomposition(kw):
+    """Ours returns the op's output (in the query's layout: [B, L, H, E]
+    transposed, as transformers makes q) and its logsumexp (not the
+    attention weights torch's decomposition returns), laid out as the op's."""
+    from torch_mlir_flex.importer.decompositions import FLEX_DECOMPOSITIONS
+
+    decomp = FLEX_DECOMPOSITIONS[torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default]
+    kw = dict(kw)
+    dtype = kw.pop("dtype", torch.float32)
+    hkv = 2 if kw.pop("gqa", False) else 4
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 8, 4, 16, generator=g).to(dtype).transpose(1, 2)
+    k, v = (torch.randn(2, hkv, 6, 16, generator=g).to(dtype) for _ in range(2))
+    if kw.get("attn_mask") == "float":
+        kw["attn_mask"] = torch.randn(8, 6, generator=g).to(dtype)
+    elif kw.get("attn_mask") == "masked_row":
+        kw["attn_mask"] = torch.zeros(2, 1, 8, 6, dtype=dtype)
+        kw["attn_mask"][1, 0, 3] = -float("inf")
+    rep = 4 // hkv
+    out, lse = _flash(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1), **kw)
+    got, got_lse = decomp(q, k, v, **kw)
+    tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+    torch.testing.assert_close(got, out, rtol=tol, atol=tol)
+    torch.testing.assert_close(got_lse, lse, rtol=1e-5, atol=1e-5)
+    assert (got.stride(), got_lse.stride(), got.dtype, got_lse.dtype) == \
+        (out.stride(), lse.stride(), out.dtype, lse.dtype)
+
+
+def test_sdpa_left_as_sdpa_trains(monkeypatch, fresh):
+    """With the rewrite off (TORCH_MLIR_FLEX_SDPA=decompose) the forward
+    graph holds the CPU flash op: it compiles (before: "Cannot view a tensor
+    with shape [2, 16, 64] and strides (64, 128, 1)", torch's decomposition
+    laying out the output otherwise), and the eager backward of SDPA
+    (torch-mlir has no lowering for it) gets the right saved logsumexp."""
+    delta, warned = fresh
+    monkeypatch.setenv("TORCH_MLIR_FLEX_SDPA", "decompose")
+    model, ref = _llama("sdpa")
+    ids = _ids()
+    loss = _step(torch.compile(model, backend="torch_mlir_flex"), ids)
+    want = _step(ref, ids)
+    assert abs(loss.item() - want.item()) <= 1e-5 * abs(want.item())
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        err = (p.grad - q.grad).abs().max().item() / (q.grad.abs().max().item() + 1e-12)
+        assert err <= 1e-4, (name, err)
+    assert (delta("forward"), delta("backward"), delta("eager")) == (1, 0, 1), (dict(dynamo.stats), list(warned))
+    assert any("flash_attention_for_cpu_backward" in str(w) for w in warned), list(warned)

@@ -4,7 +4,10 @@ paged cache (chunked prefill, requests waiting for pages, pages freed and
 reused) gives the tokens of per-request greedy `generate` with SDPA, in
 eager PyTorch and compiled by our torch.compile backend (no graph run in
 eager); each layer's output equals transformers' SDPA path (gathered K/V,
-its varlen mask) on the same step.
+its varlen mask) on the same step. Compiled, a full-attention model's
+request stream is one Dynamo graph with no graph break (the cache write is
+traced, the step's BlockMask is a graph input); with padding intervals
+(steps of several token counts) at most 3 compilations.
 
     PYTHONPATH=python pytest -q test/python/hf/test_paged_flex.py
 """
@@ -14,6 +17,7 @@ import warnings
 
 import pytest
 import torch
+from torch._dynamo.utils import counters
 
 pytest.importorskip("transformers")
 
@@ -65,12 +69,13 @@ def _reference(model, prompts):
     return out
 
 
-def _generate_batch(model, prompts, page_size, compile_config=None):
+def _generate_batch(model, prompts, page_size, compile_config=None, **cb_options):
     """16 pages for 134 tokens: requests wait for pages that others free;
     32 tokens per batch: the 40-token prompt is prefilled in chunks."""
     model.set_attn_implementation(paged.NAME)
     cb = ContinuousBatchingConfig(page_size=page_size, num_blocks=128 // page_size, max_batch_tokens=32,
-                                  max_requests_per_batch=4, varlen_compile_config=compile_config)
+                                  max_requests_per_batch=4, varlen_compile_config=compile_config,
+                                  **cb_options)
     with torch.no_grad():
         out = model.generate_batch(prompts, generation_config=_config(), continuous_batching_config=cb)
     return [out[f"req_{i}"].generated_tokens for i in range(len(prompts))]
@@ -89,29 +94,60 @@ def test_generate_batch_sliding_window_eager():
     assert _generate_batch(model, prompts, 8) == want
 
 
-def _compiled(model, prompts, page_size):
+def _graph_breaks():
+    return sum(counters["graph_break"].values())
+
+
+def _compiled(model, prompts, page_size, **cb_options):
     torch._dynamo.reset()
-    before = dict(dynamo.stats)
+    before, breaks = dict(dynamo.stats), _graph_breaks()
     with log.capture(logging.WARNING) as warned:
         got = _generate_batch(model, prompts, page_size,
-                              CompileConfig(backend="torch_mlir_flex", fullgraph=False))
+                              CompileConfig(backend="torch_mlir_flex", fullgraph=False), **cb_options)
     delta = {k: dynamo.stats[k] - before.get(k, 0) for k in dynamo.stats}
+    delta["breaks"] = _graph_breaks() - breaks
     return got, delta, warned
 
 
 @pytest.mark.parametrize("page_size", [4, 8])
 def test_generate_batch_compiled(page_size):
     """Every captured graph runs compiled; compile-time padding (transformers
-    pads each batch to max_batch_tokens) keeps the shapes fixed, so the
-    number of graphs stays small (11 for this model: the layers split at
-    the cache update, which transformers keeps out of the graph)."""
+    pads each batch to max_batch_tokens) keeps the shapes fixed: the whole
+    request stream is one graph, compiled once, with no graph break (the
+    cache write is traced, transformers' disabled update is not called)."""
     model, prompts = _model(), _prompts()
     want = _reference(model, prompts)
     got, delta, warned = _compiled(model, prompts, page_size)
     print(f"page_size={page_size}: {delta}")
     assert got == want
     assert delta.get("eager", 0) == 0, warned
-    assert 0 < delta["graphs"] <= 16, delta
+    assert delta["graphs"] == 1 and delta["compiled"] == 1 and delta["breaks"] == 0, delta
+
+
+RAGGED = [5, 31, 12, 2, 20, 9]
+
+
+@pytest.mark.parametrize("intervals", [(0, 0), (8, 16)], ids=["max-padding", "intervals"])
+def test_request_stream_compilations(intervals):
+    """A stream of 6 ragged prompts (chunked prefill, requests joining and
+    leaving): tokens equal per-request greedy `generate`, nothing in eager,
+    no graph break in the step. Padded to max_batch_tokens it is one
+    compilation; padded to intervals of 8 query / 16 KV tokens the steps
+    take 3 query sizes (8, 16, 32) and share at most 3 compilations (the
+    first size static, the second makes the token count symbolic, a
+    third when the query-block count leaves 1, which Dynamo specializes)."""
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(3, 128, (n,), generator=g).tolist() for n in RAGGED]
+    model = _model()
+    want = _reference(model, prompts)
+    q_int, kv_int = intervals
+    got, delta, warned = _compiled(model, prompts, 8, q_padding_interval_size=q_int,
+                                   kv_padding_interval_size=kv_int)
+    print(f"intervals={intervals}: {delta}")
+    assert got == want
+    assert delta.get("eager", 0) == 0, warned
+    assert delta["breaks"] == 0, delta
+    assert 1 <= delta["compiled"] <= (1 if intervals == (0, 0) else 3), delta
 
 
 def test_generate_batch_sliding_window_compiled():

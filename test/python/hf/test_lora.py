@@ -12,12 +12,15 @@ over the trainable parameters, 3 steps.
   second and third steps compile nothing; no graph runs in eager;
 - the frozen base weights are runtime arguments read from the model's own
   tensors, not constants of the compiled code: changing one in place
-  changes the compiled loss as it changes eager's, with no recompile.
+  changes the compiled loss as it changes eager's, with no recompile; and
+  the compiled graphs keep no tensor of a weight's size of their own (their
+  export's examples are freed: dynamo/training.py).
 Skips only when peft (requirements-train.txt) is absent.
 
     python -m pytest -q -p no:cacheprovider test/python/hf/test_lora.py
 """
 
+import gc
 import logging
 
 import pytest
@@ -134,3 +137,15 @@ def test_lora_training_matches_eager(attn, fresh):
     assert abs(after - eager_after) <= 1e-4, (after, eager_after)
     assert (delta("graphs"), delta("forward")) == (graphs, fw), "an in-place weight change recompiled"
     assert delta("eager") == 0 and delta("eager_calls") == 0, list(warned)
+
+    # No copy of a frozen weight is kept alive by the compiled graphs: the
+    # export's zero-filled examples of the embedding (forward) and of the
+    # LM head (backward) are freed once compiled.
+    weights = {p.untyped_storage().data_ptr() for m in (ours, ref) for p in m.parameters()}
+    weights |= {p.untyped_storage().data_ptr() for p in frozen.values()}  # the test's own copies
+    vocab_sized = {(VOCAB, 64), (64, VOCAB)}
+    gc.collect()
+    kept = [tuple(t.shape) for t in gc.get_objects()
+            if type(t) in (torch.Tensor, torch.nn.Parameter) and tuple(t.shape) in vocab_sized
+            and t.untyped_storage().nbytes() > 0 and t.untyped_storage().data_ptr() not in weights]
+    assert not kept, f"compiled graphs keep {len(kept)} weight-sized tensors: {kept}"

@@ -112,9 +112,12 @@ def _wrap_cache_update(cache_cls):
         return original(self, key_states, value_states, layer_idx, kwargs)
 
     def update(self, key_states, value_states, layer_idx, kwargs):
-        if (self.config._attn_implementation == NAME and kwargs.get("block_table") is None
-                and _reads_in_place(self.layer_to_allocator[layer_idx])):
-            return _write_in_place(self, key_states, value_states, layer_idx, kwargs)
+        if self.config._attn_implementation == NAME and kwargs.get("block_table") is None:
+            allocator = self.layer_to_allocator[layer_idx]
+            if _reads_in_place(allocator):
+                return _write_in_place(self, key_states, value_states, layer_idx, kwargs)
+            if _is_sliding(allocator):
+                return _read_and_write_window(self, key_states, value_states, layer_idx, kwargs)
         return gathered_update(self, key_states, value_states, layer_idx, kwargs)
 
     update._flex_paged_wrapped = True
@@ -167,6 +170,37 @@ def _write_in_place(cache, key_states, value_states, layer_idx, kwargs):
     return key_states, value_states
 
 
+def _read_and_write_window(cache, key_states, value_states, layer_idx, kwargs):
+    """transformers' sliding-window update, traced: read each request's
+    window from the ring buffer (new tokens at the sentinel slots of
+    `read_index`, in order), then write the step's K/V. Returns the gathered
+    K/V [1, H_kv, S, D] (the new K/V when nothing is read)."""
+    allocator = cache.layer_to_allocator[layer_idx]
+    kwargs["cu_seq_lens_k"] = kwargs["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
+    kwargs["max_length_k"] = kwargs["max_length_k"][allocator.layer_type]
+    kwargs[_CACHE_KWARG] = cache
+    rows, k_at, v_at, _ = _layer_rows(allocator, layer_idx)
+    write_index = kwargs["write_index"][allocator.index]
+    read_index = kwargs["read_index"][allocator.index]
+    new_k, new_v = key_states[0].transpose(0, 1), value_states[0].transpose(0, 1)
+    out = key_states, value_states
+    if read_index.numel():
+        # masked_scatter_ of transformers without its data-dependent count:
+        # the j-th sentinel slot takes new row j.
+        new = (read_index == allocator.sentinel_index)[:, None, None]
+        src = (torch.cumsum(new.view(-1).to(torch.int64), 0) - 1).clamp(0, new_k.shape[0] - 1)
+        k = torch.where(new, new_k[src], rows[read_index + k_at])
+        v = torch.where(new, new_v[src], rows[read_index + v_at])
+        out = k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0)
+    rows.index_copy_(0, write_index + k_at, new_k)
+    rows.index_copy_(0, write_index + v_at, new_v)
+    return out
+
+
+def _is_sliding(allocator):
+    return allocator.layer_type == "sliding_attention" and hasattr(allocator, "sliding_window")
+
+
 def _reads_in_place(allocator):
     return allocator.layer_type == "full_attention" and allocator.supports_block_table
 
@@ -204,7 +238,12 @@ def paged_flex_attention_forward(module, query, key, value, attention_mask, scal
         k = rows[k_at:k_at + n].unsqueeze(0).transpose(1, 2)
         v = rows[v_at:v_at + n].unsqueeze(0).transpose(1, 2)
     else:
-        k, v, block_mask = _gathered_inputs(allocator, query, key, value, kwargs)
+        k, v = _pad_keys(key), _pad_keys(value)
+        masks = kwargs.get(_MASKS_KWARG)
+        if masks is not None and masks[allocator.index] is not None:
+            block_mask = masks[allocator.index]
+        else:
+            block_mask = _gathered_mask(allocator, query.shape[2], key.shape[2], kwargs)
     out = flex_attention(query, k, v, score_mod=_softcap_mod(softcap), block_mask=block_mask,
                          scale=scaling, enable_gqa=query.shape[1] != k.shape[1])
     return out.transpose(1, 2).contiguous(), None
@@ -354,6 +393,10 @@ def _step_masks(batch_data):
             masks[allocator.index] = _full_mask(
                 allocator, T, batch_data["write_index"][allocator.index],
                 batch_data["read_index"][allocator.index], batch_data["cu_seq_lens_q"], cu_k)
+        elif _is_sliding(allocator):
+            cu_k = batch_data["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
+            S = batch_data["read_index"][allocator.index].numel() or T
+            masks[allocator.index] = _window_mask(allocator, T, S, batch_data["cu_seq_lens_q"], cu_k)
     return masks
 
 
@@ -397,22 +440,34 @@ def _full_mask(allocator, T, write_index, read_index, cu_q, cu_k):
     return _remember(kind, key, mask, (write_index, read_index, cu_q, cu_k))
 
 
+_WINDOW_BLOCK = 16
+
+
+def _pad_keys(x):
+    """Sliding-window layers' gathered K or V ([1, H_kv, S, D], varlen by
+    cu_seq_lens_k) padded to whole 16-key blocks (keys of no request)."""
+    S = x.shape[2]
+    S_pad = -(-S // _WINDOW_BLOCK) * _WINDOW_BLOCK
+    return torch.nn.functional.pad(x, (0, 0, 0, S_pad - S)) if S_pad != S else x
+
+
 @torch.compiler.disable
-def _gathered_inputs(allocator, query, key, value, kwargs):
-    """Sliding-window layers: transformers gathered each request's window
-    (key/value [1, H_kv, sum(k_len), D], varlen by cu_seq_lens_k)."""
-    cu_q, cu_k = kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"]
-    T, S = query.shape[2], key.shape[2]
+def _gathered_mask(allocator, T, S, kwargs):
+    """The window BlockMask when the model runs without the runner's step
+    masks (a graph break under torch.compile)."""
+    return _window_mask(allocator, T, S, kwargs["cu_seq_lens_q"], kwargs["cu_seq_lens_k"])
+
+
+def _window_mask(allocator, T, S, cu_q, cu_k):
+    """BlockMask over the gathered varlen keys of a sliding-window layer
+    (S keys, padded to whole blocks)."""
     window = getattr(allocator, "sliding_window", None)
-    block = 16
+    block = _WINDOW_BLOCK
     S_pad = -(-S // block) * block
-    if S_pad != S:  # whole KV blocks: pad keys that belong to no request
-        key = torch.nn.functional.pad(key, (0, 0, 0, S_pad - S))
-        value = torch.nn.functional.pad(value, (0, 0, 0, S_pad - S))
     kind, cache_key = "window", (window, S_pad, T) + _step_key(cu_q, cu_k)
     hit = _cached(kind, cache_key)
     if hit is not None:
-        return key, value, hit
+        return hit
     q_req, q_pos = _query_map(cu_q, cu_k, T)
     k_req, k_pos = _key_map(cu_k, S_pad)
     pad_id = cu_q.numel() - 1
@@ -422,4 +477,4 @@ def _gathered_inputs(allocator, query, key, value, kwargs):
     # request's first gathered key; query positions use the same origin.
     seen, full = _element_blocks(q_req, q_pos, k_req, k_pos, block, S_pad, window)
     mask = _block_mask(seen, full, q_req, q_pos, k_req, k_pos, block, S_pad, window)
-    return key, value, _remember(kind, cache_key, mask, (cu_q, cu_k))
+    return _remember(kind, cache_key, mask, (cu_q, cu_k))

@@ -157,6 +157,8 @@ def test_generate_batch_sliding_window_compiled():
     print(f"sliding window: {delta}")
     assert got == want
     assert delta.get("eager", 0) == 0, warned
+    # The ring buffer's read and write are traced too: one graph.
+    assert delta["graphs"] == 1 and delta["compiled"] == 1 and delta["breaks"] == 0, delta
 
 
 def _sdpa_paged_reference(module, query, key, value, scaling, kwargs):

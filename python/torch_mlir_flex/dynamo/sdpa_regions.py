@@ -9,11 +9,12 @@ which torch-mlir cannot lower (the graph ran in eager PyTorch):
 - `torch.utils.checkpoint.checkpoint(fn, ...)` (transformers'
   `gradient_checkpointing_enable()`): Dynamo records
   `torch.ops.higher_order.tag_activation_checkpoint(body, ...)`, with the
-  layer's SDPA call in the nested graph `body`. Every nested graph module
-  is rewritten too (the flex_attention calls it gets are traced by
-  AOTAutograd inside the checkpoint, which recomputes them in the backward).
-  Left as SDPA, the flash kernel is also a seeded random op to AOTAutograd
-  (`run_and_save_rng_state`, which torch-mlir cannot import).
+  layer's SDPA call in the nested graph `body`, which is rewritten too (its
+  flex_attention calls are traced by AOTAutograd inside the checkpoint and
+  recomputed in the backward). Bodies of other higher-order ops are left
+  alone. Left as SDPA, the flash kernel is also a seeded random op to
+  AOTAutograd's checkpointing (`run_and_save_rng_state`, which torch-mlir
+  cannot import).
 - `torch.autocast(device_type="cpu", dtype=torch.bfloat16)`: autocast casts
   SDPA's floating-point arguments to bfloat16 when it is dispatched, but
   Dynamo's graph records the call with the dtypes before the cast (a Llama:
@@ -40,9 +41,9 @@ _State = Tuple[bool, Optional[object]]
 
 
 def prepare(gm) -> int:
-    """Autocast casts for SDPA calls (this graph and nested ones), then
-    `sdpa_as_flex.rewrite` on every nested graph module and on `gm` again;
-    returns how many calls were rewritten here."""
+    """Autocast casts for SDPA calls (this graph and its checkpoint
+    bodies), then `sdpa_as_flex.rewrite` on each checkpoint body and on
+    `gm` again; returns how many calls were rewritten here."""
     import torch
 
     from .sdpa_as_flex import enabled, rewrite
@@ -51,11 +52,34 @@ def prepare(gm) -> int:
         return 0
     state = (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
     add_autocast_casts(gm, state)
+    return _rewrite_bodies(gm) + rewrite(gm)
+
+
+def _rewrite_bodies(gm) -> int:
+    """`sdpa_as_flex.rewrite` on the checkpoint bodies of `gm`, nested ones
+    included. Other higher-order ops' bodies (cond, while_loop, the
+    modifiers of flex_attention) are left as they are."""
+    from .sdpa_as_flex import rewrite
+
     done = 0
-    for name, sub in gm.named_modules():
-        if sub is not gm and isinstance(sub, torch.fx.GraphModule):
-            done += rewrite(sub)
-    return done + rewrite(gm)
+    for _, body in checkpoint_bodies(gm):
+        done += _rewrite_bodies(body) + rewrite(body)
+    return done
+
+
+def checkpoint_bodies(gm):
+    """(node, body graph module) of each `tag_activation_checkpoint` call
+    of `gm` (Dynamo's record of torch.utils.checkpoint.checkpoint)."""
+    import torch
+
+    hop = getattr(torch.ops.higher_order, "tag_activation_checkpoint", None)
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and hop is not None and node.target is hop and node.args:
+            body = node.args[0]
+            if isinstance(body, torch.fx.Node) and body.op == "get_attr":
+                sub = getattr(gm, body.target, None)
+                if isinstance(sub, torch.fx.GraphModule):
+                    yield node, sub
 
 
 def add_autocast_casts(gm, state: _State) -> int:
@@ -66,6 +90,7 @@ def add_autocast_casts(gm, state: _State) -> int:
     from .sdpa_as_flex import sdpa_targets
 
     targets = sdpa_targets()
+    bodies = dict(checkpoint_bodies(gm))
     stack: List[_State] = [state]
     added = 0
     for node in list(gm.graph.nodes):
@@ -80,14 +105,9 @@ def add_autocast_casts(gm, state: _State) -> int:
             on, dtype = stack[-1]
             if on and dtype in (torch.bfloat16, torch.float16):
                 added += _cast_arguments(gm, node, dtype)
-        else:
-            # A higher-order op's nested body (a checkpointed layer) runs in
-            # the state of its call.
-            for a in node.args:
-                if isinstance(a, torch.fx.Node) and a.op == "get_attr":
-                    sub = getattr(gm, a.target, None)
-                    if isinstance(sub, torch.fx.GraphModule):
-                        added += add_autocast_casts(sub, stack[-1])
+        elif node in bodies:
+            # A checkpointed function runs in the state of its call.
+            added += add_autocast_casts(bodies[node], stack[-1])
     if added:
         gm.recompile()
     return added

@@ -152,6 +152,43 @@ def test_bf16_autocast(attn, fresh):
         assert fresh[0]("sdpa_as_flex") == 1
 
 
+class _AutocastInside(torch.nn.Module):
+    """`torch.autocast` entered in forward (Dynamo records
+    `_enter_autocast` / `_exit_autocast`): q in float32, v in bfloat16."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.q = torch.nn.Linear(d, d)
+        self.v = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q = self.q(x).view(b, s, 2, d // 2).transpose(1, 2)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            v = self.v(x).view(b, s, 2, d // 2).transpose(1, 2)
+            o = F.scaled_dot_product_attention(q, q, v, is_causal=True)
+        with torch.autocast("cpu", enabled=False):
+            return o.float().square().mean()
+
+
+def test_autocast_entered_in_forward(fresh):
+    delta, warned = fresh
+    torch.manual_seed(0)
+    model = _AutocastInside()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 12, 16)
+    loss = torch.compile(model, backend="torch_mlir_flex")(x)
+    loss.backward()
+    want = ref(x)
+    want.backward()
+    torch.testing.assert_close(loss, want, rtol=2e-2, atol=1e-3)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        err = (p.grad - q.grad).abs().max().item() / (q.grad.abs().max().item() + 1e-12)
+        assert err <= 2e-2, (name, err)
+    assert (delta("forward"), delta("backward"), delta("eager"), delta("sdpa_as_flex")) == (1, 1, 0, 1), \
+        (dict(dynamo.stats), list(warned))
+
+
 @pytest.mark.parametrize("attn,config", [("sdpa", {"tie_word_embeddings": True}),
                                          ("flex_attention", {"pad_token_id": 0})])
 def test_embeddings(attn, config, fresh):

@@ -15,16 +15,21 @@ gather each request's cache into a contiguous K/V per layer and step
 flex_attention once per layer over the layer's whole cache storage, read in
 place:
 
-- the model's `cache.update` writes the step's new K/V exactly as for SDPA
-  (transformers' own allocator update, with an empty read index, which is
-  its write-only path) and skips the read-back gather;
+- the model's `cache.update` writes the step's new K/V into the layer's
+  pages (`index_copy_` on the cache tensor at `write_index`, as
+  transformers' allocator does) and skips the read-back gather. The write
+  is traced: transformers' own update is `torch.compiler.disable`d, which
+  would split every layer's graph; this one is a mutated input of the one
+  compiled graph per step;
 - K and V are views of the cache tensor from the layer's first K / V row
   (the origin of transformers' per-layer views), [1, H_kv, n, D] with one
   n for all layers: row r is the physical slot r that `read_index` /
   `write_index` address (rows holding other layers' pages are never
   attended). A compiled graph receives the contiguous cache tensor and
   takes the views itself (a strided view argument would be copied);
-- an index map, built once per step and shared by the layers: for each
+- an index map, built once per step before the model runs (a wrapper of
+  the continuous-batching runner's `compute_batch`) and shared by the
+  layers: for each
   physical slot, the request and logical position stored there (-1: none),
   from `write_index` (the new tokens) and `read_index` (all tokens read);
   for each query token, its request and logical position (from the
@@ -34,19 +39,30 @@ place:
 - a BlockMask whose KV block is one page (BLOCK_SIZE = (page_size,
   page_size)): a query block lists only the pages of its own requests at
   positions it may see, so other requests' pages and other layers' rows are
-  skipped block-wise.
+  skipped block-wise. It reaches the layers as the model keyword
+  `flex_paged_masks` (an input of the compiled graph).
 
 Sliding-window layers (a ring buffer of `sliding_window` slots per request,
 rewritten as the window slides) are read through transformers' gather: a
 chunk of new tokens can overwrite slots that its own earlier tokens still
-attend, so the cache cannot be read in place after the write. There the
-flex call runs over the gathered varlen K/V with the same request/causal
-mask plus the window.
+attend, so the cache cannot be read in place after the write. The gather
+and write are traced as well (its `masked_scatter_` of the new rows into
+the sentinel slots as a cumsum-indexed `where`). There the flex call runs
+over the gathered varlen K/V with the same request/causal mask plus the
+window (its BlockMask also built before the step).
+
+Compiled, a step is one Dynamo graph with no graph break: a request
+stream is one compilation when transformers pads every step to
+`max_batch_tokens` (its padding with a compile config and no padding
+intervals); steps padded to intervals compile a few times (Dynamo's
+automatic dynamic shapes; docs/serving.md).
 
 transformers 5.25 strips a "paged|" prefix (other than "paged|eager") and
 its continuous batching accepts only "paged|eager", "sdpa" or flash names;
 `register_paged_flex()` registers the function under NAME and lets the
-continuous-batching manager accept NAME (a wrapper of its check). Details:
+continuous-batching manager accept NAME (a wrapper of its check); its
+wrappers of `PagedAttentionCache.update` and `ModelRunner.compute_batch`
+change nothing for other attention implementations. Details:
 docs/serving.md, "Paged flex attention".
 """
 
@@ -261,8 +277,9 @@ def _softcap_mod(softcap):
 
 # ---------------------------------------------------------------- index maps
 # Built outside any compiled graph (scatter, sort and data-dependent sizes),
-# once per step and kind of layer; the compiled attention graph receives the
-# BlockMask tensors and the maps its mask_mod reads as inputs.
+# once per step and kind of layer (`_step_masks`, before the model runs);
+# the compiled graph receives the BlockMask tensors and the maps its
+# mask_mod reads as inputs.
 
 # kind of layer -> (key, BlockMask, the tensors the key names): this step's
 # mask per kind (a step of a model mixing sliding and full layers uses two).
@@ -448,7 +465,8 @@ def _pad_keys(x):
     cu_seq_lens_k) padded to whole 16-key blocks (keys of no request)."""
     S = x.shape[2]
     S_pad = -(-S // _WINDOW_BLOCK) * _WINDOW_BLOCK
-    return torch.nn.functional.pad(x, (0, 0, 0, S_pad - S)) if S_pad != S else x
+    # Padded even by 0 keys: no branch on a symbolic S (a guard, a recompile).
+    return torch.nn.functional.pad(x, (0, 0, 0, S_pad - S))
 
 
 @torch.compiler.disable

@@ -98,6 +98,23 @@ def _graph_breaks():
     return sum(counters["graph_break"].values())
 
 
+@pytest.mark.parametrize("window", [None, 12])
+def test_generate_batch_without_step_masks(window, monkeypatch):
+    """A model run without the runner's step masks (the keyword absent)
+    builds each BlockMask in the attention call: same tokens."""
+    built = []
+
+    def no_masks(batch_data):
+        built.append(batch_data["input_ids"].shape[1])
+        return [None] * len(batch_data["cache"].cache_allocators)
+
+    monkeypatch.setattr(paged, "_step_masks", no_masks)
+    model, prompts = _model(window), _prompts()
+    want = _reference(model, prompts)
+    assert _generate_batch(model, prompts, 8) == want
+    assert built  # the runner's wrapper ran, the layers built their own masks
+
+
 def _compiled(model, prompts, page_size, **cb_options):
     torch._dynamo.reset()
     before, breaks = dict(dynamo.stats), _graph_breaks()

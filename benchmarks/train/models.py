@@ -5,7 +5,9 @@ Configurations (TrainModelConfig): the issue's Llama (hidden 512, 8 / 4
 heads, 4 layers, intermediate 1408, vocab 8192, batch 2, sequence 512, f32,
 AdamW) and the Qwen2-0.5B shape (benchmarks/models/configs.py; 2 and 24
 layers, sequence 512 and 2048, f32 and bf16 autocast, batch 1);
-`--quick`: a tiny Llama (hidden 64, 2 layers, sequence 32, 3 steps).
+`--quick`: a tiny Llama (hidden 64, 2 layers, sequence 32, 3 steps), ours
+and eager unless `--impls` names inductor too (its cold compile alone
+takes most of the quick run's 2 minutes on a shared 2-core host).
 Engines per configuration: ours with flex_attention and with SDPA,
 inductor with SDPA (it cannot train flex_attention on CPU), eager with SDPA
 (eager flex_attention has no backward on CPU).
@@ -129,9 +131,12 @@ def run_engine(cfg, impl, attn, timeout, threads=0) -> dict:
     if not _ok(warm):
         return dict(cold, warm={"error": warm["error"]}, warm_first_s=None)
     keep = ("first_s", "losses", "phases", "peak_rss_mib", "children_peak_rss_mib", "dynamo_graphs",
-            "compiled_graphs", "eager_graphs")
-    return dict(cold, warm={k: warm[k] for k in keep if k in warm}, warm_first_s=warm["first_s"],
-                warm_losses_equal=warm["losses"][:1] == cold["losses"][:1])
+            "compiled_graphs", "eager_graphs", "cache_stats", "build_id")
+    out = dict(cold, warm={k: warm[k] for k in keep if k in warm}, warm_first_s=warm["first_s"],
+               warm_losses_equal=warm["losses"][:1] == cold["losses"][:1])
+    if cold.get("build_id") != warm.get("build_id"):
+        out["warm_rebuilt"] = True  # the package changed between the processes: its stage entries missed
+    return out
 
 
 def add_checks(results: dict) -> dict:
@@ -174,6 +179,8 @@ def markdown(rows, host) -> str:
             warm = "–" if name.startswith("eager") else _f(r.get("warm_first_s"), "{:.2f}")
             if r.get("warm_losses_equal") is False:
                 warm += " (loss differs)"
+            if r.get("warm_rebuilt"):
+                warm += " (package edited between)"
             out.append(f"| {row['config']} | {name} | {r['step_s'] * 1e3:.0f} | {x_ind} | {r['tokens_per_s']:.0f} | "
                        f"{r['first_s']:.2f} | {warm} | {_f(r.get('peak_rss_mib'), '{:.0f}')} | {x_rss} | "
                        f"{_f(r.get('children_peak_rss_mib'), '{:.0f}')} | {_graphs(r)} | {r['graph_breaks']} | "
@@ -313,7 +320,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
     ap.add_argument("--quick", action="store_true", help="the tiny Llama only (a smoke test of the harness)")
     ap.add_argument("--only", default="", help="comma-separated configuration names or patterns, e.g. "
                                                "'llama-4l-s512-f32,qwen2-0.5b-l2-*'")
-    ap.add_argument("--impls", default="ours,inductor,eager", help="implementations: ours,inductor,eager")
+    ap.add_argument("--impls", default="", help="implementations: ours,inductor,eager (default: all; --quick: "
+                                                "ours,eager, as inductor's cold compile alone takes most of 2 min)")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per process")
     ap.add_argument("--threads", type=int, default=0, help="torch threads per process (default: torch's)")
     ap.add_argument("--no-measure-host", action="store_true", help="skip the host's GEMM / copy peaks")
@@ -322,7 +330,7 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
                     help="run nothing: the table (and --readme) from this host kind's saved rows")
     args = ap.parse_args(argv)
     configs = select(args.only, args.quick)
-    engines = engines_for(args.impls.split(","))
+    engines = engines_for((args.impls or ("ours,eager" if args.quick else "ours,inductor,eager")).split(","))
     host = hs.describe(measure=not (args.no_measure_host or args.report_only))
     print(hs.line(host), flush=True)
     new = []

@@ -176,8 +176,11 @@ def measure(spec) -> dict:
     if impl != "eager":
         out["phases"] = {k: round(v, 3) for k, v in tw._summary(first).items()}
     if impl == "ours":
+        from torch_mlir_flex.backend import cache, stage_cache
+
         out.update(compiled_graphs=sum(stats.get(k, 0) for k in OUR_KINDS), eager_graphs=stats.get("eager", 0),
-                   eager_calls=stats.get("eager_calls", 0), dynamo_stats=stats)
+                   eager_calls=stats.get("eager_calls", 0), dynamo_stats=stats, cache_stats=dict(cache.stats),
+                   build_id=stage_cache.build_id()[:16])  # a source edit between cold and warm: stages miss
     return out
 
 

@@ -173,13 +173,14 @@ def test_table_page_and_headline_from_saved_json(tmp_path, here):
     assert "torch threads 1, load 5.0-5.0" in table and "Llama hidden 512, 8 / 4 heads, 4 layers" in table
     assert table.count("| FAIL |") == 6 and table.count("| pass |") == 1
     text = page.read_text()
-    assert text.count("## Whole models") == 1 and text.count("## Results") == 1 and "## Notes" in text
+    assert text.count("## Whole models\n") == 1 and text.count("## Results") == 1 and "## Notes" in text
+    assert "## Whole models: notes" in text  # the hand-written section after the generated one kept
     section = text[text.index("## Whole models"):]
     assert section.count(f"| {tm.LLAMA_4L.name} | ours flex |") == 1 and f"### Host: {hs.kind(here)}" in section
     lines = [l for l in readme.read_text().splitlines() if "#whole-models)" in l]
     assert len(lines) == 1 and "| 500 ms/step | 0.25 | 0.50 | — |" in lines[0]
     assert "4 layers" in lines[0] and "flex_attention" in lines[0]
-    kept = [l for l in before.splitlines() if l.startswith("| [")]
+    kept = [l for l in before.splitlines() if l.startswith("| [") and "#whole-models)" not in l]
     assert all(l in readme.read_text() for l in kept)
 
 

@@ -67,9 +67,11 @@ def flex_backend(gm, example_inputs: List, backend: Optional[str] = None,
         log.debug("torch_mlir_flex: backend argument %s=%r ignored", key, other[key])
     args = parse(mode, options, backend)
     stats["graphs"] += 1
-    from .sdpa_as_flex import rewrite
+    from .sdpa_regions import prepare
 
-    rewrite(gm)  # SDPA calls -> flex_attention (sdpa_as_flex.py), before export and AOTAutograd
+    # SDPA calls -> flex_attention (sdpa_as_flex.py; in checkpointed layers
+    # and under autocast too: sdpa_regions.py), before export and AOTAutograd
+    prepare(gm)
     if needs_autograd(example_inputs):
         from .training import aot_backend
 

@@ -36,10 +36,8 @@ def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int
 
     from ..importer.closure_captures import inline_scalar_constants
     from . import compile_graph, stats
-    from .sdpa_regions import prepare
 
     name = f"graph{stats['graphs'] - 1}"
-    prepare(gm)  # SDPA in checkpointed layers and under autocast (sdpa_regions.py)
 
     def compiler(kind: str):
         def compile_(graph, fakes):

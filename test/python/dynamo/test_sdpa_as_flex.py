@@ -336,3 +336,24 @@ def test_dynamic_training(fresh):
             torch.testing.assert_close(g.grad.double(), w.grad, atol=5e-5, rtol=1e-4)
     assert delta("forward") == 1 and delta("backward") == 1 and delta("eager") == 0, \
         (dict(dynamo.stats), list(warned))
+
+
+def test_inference_under_autocast(fresh):
+    """Inference under CPU bf16 autocast with q, k in f32 (after a rotary
+    embedding) and v in bf16: the casts autocast applies to SDPA are
+    written into the graph (sdpa_regions.py), so the call goes through
+    flex_attention here as in training, not through the score matrix."""
+    delta, _ = fresh
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(B, H, L, D, generator=g) for _ in range(2))
+    v = torch.randn(B, H, S, D, generator=g).to(torch.bfloat16)
+
+    def fn(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        got = torch.compile(fn, backend="torch_mlir_flex")(q, k, v)
+        want = fn(q, k, v)
+    assert got.dtype == want.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want.float(), rtol=2e-2, atol=2e-2)
+    assert delta("sdpa_as_flex") == 1 and delta("eager") == 0 and delta("compiled") == 1

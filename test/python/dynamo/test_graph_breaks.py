@@ -10,13 +10,12 @@ graph under backend="eager")."""
 import torch_mlir_flex  # noqa: F401  (before torch-mlir)
 
 import copy
-import logging
 
 import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from torch_mlir_flex import dynamo, log
+from torch_mlir_flex import dynamo
 
 dynamo.register()
 
@@ -38,17 +37,6 @@ def _as_sdpa(model):
     ref = copy.deepcopy(model)
     ref.config._attn_implementation = "sdpa"
     return ref
-
-
-@pytest.fixture
-def fresh():
-    """Dynamo's caches and counters cleared; `delta(key)`: the change of
-    `dynamo.stats[key]` since the test began; the warnings of our logger."""
-    torch._dynamo.reset()
-    counters.clear()
-    before = dict(dynamo.stats)
-    with log.capture(logging.WARNING) as warned:
-        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
 
 
 def _breaks():

@@ -20,14 +20,6 @@ dynamo.register()
 B, H, L, S, D = 1, 2, 40, 40, 8
 
 
-@pytest.fixture
-def fresh():
-    """Dynamo's caches cleared; `delta(key)`: the change of
-    `dynamo.stats[key]` since the test began; the warnings of our logger."""
-    torch._dynamo.reset()
-    before = dict(dynamo.stats)
-    with log.capture(logging.WARNING) as warned:
-        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
 HOP = torch.ops.higher_order.flex_attention
 
 

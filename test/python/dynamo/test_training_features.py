@@ -14,14 +14,13 @@ test_graph_breaks.py."""
 import torch_mlir_flex  # noqa: F401  (before torch-mlir)
 
 import copy
-import logging
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch._dynamo.utils import counters
 
-from torch_mlir_flex import dynamo, log
+from torch_mlir_flex import dynamo
 
 dynamo.register()
 
@@ -29,17 +28,6 @@ SEQ, BATCH, VOCAB = 16, 2, 128
 # LLVM at -O0: the Llama tests' time is mostly compiling (numerics do not
 # depend on the level).
 OPTIONS = {"opt_level": 0}
-
-
-@pytest.fixture
-def fresh():
-    """Dynamo's caches and counters cleared; `delta(key)`: the change of
-    `dynamo.stats[key]` since the test began; the warnings of our logger."""
-    torch._dynamo.reset()
-    counters.clear()
-    before = dict(dynamo.stats)
-    with log.capture(logging.WARNING) as warned:
-        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
 
 
 def _llama(attn, **config):

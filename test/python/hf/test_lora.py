@@ -21,7 +21,6 @@ Skips only when peft (requirements-train.txt) is absent.
 """
 
 import gc
-import logging
 
 import pytest
 
@@ -33,21 +32,11 @@ peft = pytest.importorskip("peft")
 
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
-from torch_mlir_flex import dynamo, log  # noqa: E402
+from torch_mlir_flex import dynamo  # noqa: E402
 
 dynamo.register()
 
 VOCAB, BATCH, SEQ, STEPS = 128, 2, 16, 3
-
-
-@pytest.fixture
-def fresh():
-    """Dynamo's caches cleared; `delta(key)`: the change of
-    `dynamo.stats[key]` since the test began; the warnings of our logger."""
-    torch._dynamo.reset()
-    before = dict(dynamo.stats)
-    with log.capture(logging.WARNING) as warned:
-        yield lambda key: dynamo.stats[key] - before.get(key, 0), warned
 
 
 def _lora_model(attn: str):

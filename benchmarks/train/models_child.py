@@ -85,6 +85,7 @@ class ChildrenPeak(threading.Thread):
     def __init__(self, interval=0.05):
         super().__init__(daemon=True)
         self.interval, self.peak, self.seen = interval, None, 0
+        self.done = threading.Event()  # set(): sampling stops
         with open("/proc/self/cmdline", "rb") as f:
             self.me = f.read()
 
@@ -100,7 +101,7 @@ class ChildrenPeak(threading.Thread):
 
     def run(self):
         seen = set()
-        while True:
+        while not self.done.is_set():
             for pid in self._children():
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -113,7 +114,7 @@ class ChildrenPeak(threading.Thread):
                     seen.add(pid)
                     self.seen = len(seen)
                     self.peak = max(self.peak or 0.0, mib)
-            time.sleep(self.interval)
+            self.done.wait(self.interval)
 
 
 def measure(spec) -> dict:
@@ -159,6 +160,7 @@ def measure(spec) -> dict:
         times.append(time.perf_counter() - t)
         losses.append(loss.item())
         phases.on = False  # the first step's phases only
+    children.done.set()
     steady = times[1 + spec["warmup"]:] or times[1:] or times
     step = statistics.median(steady)
     stats = dict(dynamo.stats)

@@ -74,6 +74,9 @@ def test_children_peak_sees_a_child_of_known_size():
     sampler = child.ChildrenPeak(interval=0.02)
     sampler.start()
     subprocess.run([sys.executable, "-c", "import time; b = b'x' * (160 << 20); time.sleep(0.4)"], check=True)
+    sampler.done.set()
+    sampler.join(1.0)
+    assert not sampler.is_alive()
     assert sampler.seen >= 1
     assert 160 <= sampler.peak < 160 + 200, sampler.peak
 
@@ -168,7 +171,8 @@ def test_table_page_and_headline_from_saved_json(tmp_path, here):
     table = (tmp_path / "t.md").read_text()
     assert (f"| {tm.LLAMA_4L.name} | ours flex | 500 | 0.50 | 2048 | 30.00 | 4.00 | 1000 | 1.00 | 600 "
             "| 1 / 2 / 0 | 0 | 2.0e-05 |") in table
-    assert f"| {tm.LLAMA_4L.name} | eager sdpa | 2000 | 2.00 | 512 | 30.00 | – | 1000 | 1.00 | – | 1 / – / – |" in table
+    assert (f"| {tm.LLAMA_4L.name} | eager sdpa | 2000 | 2.00 | 512 | 30.00 | – | 1000 | 1.00 | – "
+            "| 1 / – / – |") in table
     assert "| qwen2-0.5b-l2-s512-f32 | inductor sdpa | error |" in table and "out of memory" in table
     assert "torch threads 1, load 5.0-5.0" in table and "Llama hidden 512, 8 / 4 heads, 4 layers" in table
     assert table.count("| FAIL |") == 6 and table.count("| pass |") == 1

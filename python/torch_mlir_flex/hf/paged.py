@@ -169,18 +169,25 @@ def _layer_rows(allocator, layer_idx):
     return rows, 2 * i * page, (2 * i + 1) * page, n
 
 
+def _layer_step(cache, layer_idx, kwargs):
+    """(allocator, cache rows, K and V row offsets, write index) of the
+    layer's step; the layer type's sequence lengths and the cache put into
+    `kwargs` for the attention function."""
+    allocator = cache.layer_to_allocator[layer_idx]
+    kwargs["cu_seq_lens_k"] = kwargs["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
+    kwargs["max_length_k"] = kwargs["max_length_k"][allocator.layer_type]
+    kwargs[_CACHE_KWARG] = cache
+    rows, k_at, v_at, _ = _layer_rows(allocator, layer_idx)
+    return allocator, rows, k_at, v_at, kwargs["write_index"][allocator.index]
+
+
 def _write_in_place(cache, key_states, value_states, layer_idx, kwargs):
     """transformers' write of the step's K/V ([1, H_kv, T, D]) into a
     full-attention layer's pages, as an indexed in-place write on the cache
     tensor: traced into the compiled graph (a mutated input), where
     transformers' update is `torch.compiler.disable`d. Returns the new K/V
     (the attention reads the cache in place)."""
-    allocator = cache.layer_to_allocator[layer_idx]
-    kwargs["cu_seq_lens_k"] = kwargs["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
-    kwargs["max_length_k"] = kwargs["max_length_k"][allocator.layer_type]
-    kwargs[_CACHE_KWARG] = cache
-    rows, k_at, v_at, _ = _layer_rows(allocator, layer_idx)
-    write_index = kwargs["write_index"][allocator.index]
+    allocator, rows, k_at, v_at, write_index = _layer_step(cache, layer_idx, kwargs)
     rows.index_copy_(0, write_index + k_at, key_states[0].transpose(0, 1))
     rows.index_copy_(0, write_index + v_at, value_states[0].transpose(0, 1))
     return key_states, value_states
@@ -191,12 +198,7 @@ def _read_and_write_window(cache, key_states, value_states, layer_idx, kwargs):
     window from the ring buffer (new tokens at the sentinel slots of
     `read_index`, in order), then write the step's K/V. Returns the gathered
     K/V [1, H_kv, S, D] (the new K/V when nothing is read)."""
-    allocator = cache.layer_to_allocator[layer_idx]
-    kwargs["cu_seq_lens_k"] = kwargs["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
-    kwargs["max_length_k"] = kwargs["max_length_k"][allocator.layer_type]
-    kwargs[_CACHE_KWARG] = cache
-    rows, k_at, v_at, _ = _layer_rows(allocator, layer_idx)
-    write_index = kwargs["write_index"][allocator.index]
+    allocator, rows, k_at, v_at, write_index = _layer_step(cache, layer_idx, kwargs)
     read_index = kwargs["read_index"][allocator.index]
     new_k, new_v = key_states[0].transpose(0, 1), value_states[0].transpose(0, 1)
     out = key_states, value_states

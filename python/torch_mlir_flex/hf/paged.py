@@ -187,7 +187,7 @@ def _write_in_place(cache, key_states, value_states, layer_idx, kwargs):
     tensor: traced into the compiled graph (a mutated input), where
     transformers' update is `torch.compiler.disable`d. Returns the new K/V
     (the attention reads the cache in place)."""
-    allocator, rows, k_at, v_at, write_index = _layer_step(cache, layer_idx, kwargs)
+    _, rows, k_at, v_at, write_index = _layer_step(cache, layer_idx, kwargs)
     rows.index_copy_(0, write_index + k_at, key_states[0].transpose(0, 1))
     rows.index_copy_(0, write_index + v_at, value_states[0].transpose(0, 1))
     return key_states, value_states

@@ -108,6 +108,8 @@ def main(argv=None):
         models.main(argv)
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", action="store_true",
+                    help="whole models trained step by step instead (see `--models --help`)")
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}, f32, fewer reps")
     ap.add_argument("--reps", type=int, default=0, help="timed calls per implementation")
     ap.add_argument("--cases", default="", help="comma-separated case names (default: all)")

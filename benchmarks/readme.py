@@ -164,6 +164,24 @@ def passed(op: str, value: float, limit: float) -> bool:
     return value <= limit if op == "<=" else value < limit if op == "<" else value >= limit
 
 
+def latest_host(rows, host, measured_key=None):
+    """The host line of the latest saved row that measured `measured_key`
+    (any row without a key), for a --report-only run; `host` without one."""
+    saved = [r for r in rows if isinstance(r.get("host"), dict)
+             and (measured_key is None or r["host"].get(measured_key))]
+    return max(saved, key=lambda r: r.get("run", ""))["host"] if saved else host
+
+
+def report_table(rows, host, markdown, evaluate, path, suffix="") -> str:
+    """The run's markdown table (`markdown(rows, host)`), its targets
+    (`evaluate(rows)`) and `suffix`: printed, written to `path`, returned."""
+    table = markdown(rows, host) + "\n" + format_targets(evaluate(rows)) + "\n" + suffix
+    print(table)
+    with open(path, "w") as f:
+        f.write(table)
+    return table
+
+
 def format_targets(results) -> str:
     """Markdown table of [(target, op, limit, measured or None, where)]:
     the worst measured value against the limit, pass / FAIL / not run."""

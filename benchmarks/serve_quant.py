@@ -26,7 +26,7 @@ from . import readme as rd
 from .child_process import ROOT, run_json_child
 from .llama_cpp_peer import PEERS, available
 from .quant_models import NICE, QuantServeConfig
-from .readme import format_targets, worst
+from .readme import worst
 from .results_file import merge_rows, row_key, rows_of
 
 FULL = [QuantServeConfig(m, q, b) for m in ("qwen2-0.5b", "qwen2-1.5b") for q in ("int8", "int4") for b in (1, 4)]
@@ -234,12 +234,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
     order = [c.name for c in QUICK + FULL]
     rows = rows_of(merge_rows(results, keep_other_engines(results, new), order)["rows"], hs.kind(host))
     if args.report_only:  # the host line of the latest run that measured the host's peaks
-        measured = [r for r in rows if isinstance(r.get("host"), dict) and r["host"].get("copy_gbs")]
-        host = max(measured, key=lambda r: r.get("run", ""))["host"] if measured else host
-    table = markdown(rows, host) + "\n" + format_targets(evaluate(rows)) + "\n"
-    print(table)
-    with open(table_path, "w") as f:
-        f.write(table)
+        host = rd.latest_host(rows, host, "copy_gbs")
+    table = rd.report_table(rows, host, markdown, evaluate, table_path)
     if args.readme:
         write_readme(rows, table, host, readme)
     return rows

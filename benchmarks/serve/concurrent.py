@@ -32,7 +32,7 @@ import tempfile
 from .. import host as hs
 from .. import readme as rd
 from ..child_process import ROOT, run_json_child
-from ..readme import format_targets, worst
+from ..readme import worst
 from ..results_file import merge_rows, row_key, rows_of
 from .concurrent_child import FULL, QUICK
 
@@ -351,13 +351,10 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     order = [n for n, _ in configs(["tiny", "qwen2"], True) + configs(["tiny", "qwen2"], False)]
     rows = rows_of(merge_rows(results, keep_other_impls(results, new), order)["rows"], hs.kind(host))
     if args.report_only:  # the host line of the latest saved run
-        host = max(rows, key=lambda r: r.get("run", ""))["host"] if rows else host
+        host = rd.latest_host(rows, host)
     plotted = plot(rows, plot_path)
-    table = (markdown(rows, host) + "\n" + format_targets(evaluate(rows)) + "\n" +
-             (f"\nPlot: benchmarks/results/{os.path.basename(plot_path)}.\n" if plotted else ""))
-    print(table)
-    with open(table_path, "w") as f:
-        f.write(table)
+    table = rd.report_table(rows, host, markdown, evaluate, table_path,
+                            f"\nPlot: benchmarks/results/{os.path.basename(plot_path)}.\n" if plotted else "")
     if args.readme:
         write_readme(rows, table, host, readme)
     return rows

@@ -35,7 +35,7 @@ import tempfile
 from benchmarks import host as hs
 from benchmarks import readme as rd
 from benchmarks.child_process import ROOT, run_json_child
-from benchmarks.readme import format_targets, worst
+from benchmarks.readme import worst
 from benchmarks.results_file import merge_rows, row_key, rows_of
 
 CHILD = "benchmarks.train.models_child"
@@ -352,12 +352,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, readme=rd.README):
     for row in rows:  # saved rows too (--report-only, a run of some engines)
         add_checks(row["results"])
     if args.report_only:  # the host line of the latest run that measured the host's peaks
-        measured = [r for r in rows if isinstance(r.get("host"), dict) and r["host"].get("f32_gflops")]
-        host = max(measured, key=lambda r: r.get("run", ""))["host"] if measured else host
-    table = markdown(rows, host) + "\n" + format_targets(evaluate(rows)) + "\n"
-    print(table)
-    with open(table_path, "w") as f:
-        f.write(table)
+        host = rd.latest_host(rows, host, "f32_gflops")
+    table = rd.report_table(rows, host, markdown, evaluate, table_path)
     if args.readme:
         write_readme(rows, table, host, readme)
     return rows

@@ -20,6 +20,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, ROOT)
+from benchmarks import readme as rd  # noqa: E402
 from benchmarks.serve import concurrent as cc  # noqa: E402
 from benchmarks.serve import concurrent_child as ch  # noqa: E402
 
@@ -110,9 +111,10 @@ def _gen():
     return GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=-1, pad_token_id=0)
 
 
-def test_serve_runs_the_points_and_counts_compilations(tiny):
+def test_serve_runs_the_points_and_counts_compilations(tiny, fresh):
     """`serve` (the child's loop) without compile: one point per
-    (concurrency, rate), each serving `requests_at` requests; no graph."""
+    (concurrency, rate), each serving `requests_at` requests; no graph
+    (Dynamo's counters cleared first: other tests of the process compile)."""
     stream = ch.make_stream(ch.StreamSpec(5, 4, 16, 2, 4, seed=2), tiny.config.vocab_size)
     res = ch.serve(tiny, "eager", stream, [1, 2], [math.inf, 100.0], requests_at=lambda c: 2 + c,
                    page_size=16, max_batch_tokens=64, timeout=120)
@@ -157,12 +159,12 @@ def test_targets_from_rows():
     assert found[t[3]][0] == 80.0 / 50.0
     assert found[t[4]] == (0.0, "qwen2 L=24 f32") and found[t[5]] == (3.0, "qwen2 L=24 f32")
     assert found[t[6]] == (0.0, "qwen2 L=24 f32")
-    verdicts = cc.format_targets(cc.evaluate(_rows()))
+    verdicts = rd.format_targets(cc.evaluate(_rows()))
     assert verdicts.count("| pass |") == 6 and verdicts.count("| not run |") == 1
     quick = {name: (value, where) for name, _, _, value, where in cc.evaluate(_rows()[:1])}
     assert quick[t[0]] == (None, "") and quick[t[1]] == (None, "")  # no single stream, no inductor
     assert quick[t[4]][0] == 1.0 and quick[t[6]][0] == 1.0
-    assert "FAIL" in cc.format_targets(cc.evaluate(_rows()[:1]))
+    assert "FAIL" in rd.format_targets(cc.evaluate(_rows()[:1]))
 
 
 def test_tables_headline_and_page_from_saved_json(tmp_path):

@@ -57,17 +57,44 @@ def _ours_for(output) -> bool:
     return _is_ours(getattr(output, "compiler_fn", None))
 
 
+def _symbolic(sizes) -> bool:
+    """Whether a mask's sizes are symbolic (Dynamo's dynamic shapes). Both
+    changes then keep torch's and transformers' own path (a graph break, as
+    before): torch.export of the vmapped mask_mod over symbolic sizes fails
+    for transformers' sliding-window masks (Mistral, Gemma2: "your tensor
+    may have escaped from inside a function being vmapped")."""
+    import torch
+
+    return any(isinstance(v, torch.SymInt) for v in sizes)
+
+
+def _applies() -> bool:
+    """Changes 1 and 3 apply to training graphs (grad mode on). Under
+    no_grad (generate, inference) transformers' path is kept, breaks
+    included: with dynamic sizes torch.export of the traced sliding-window
+    masks of Mistral and Gemma2 fails ("your tensor may have escaped from
+    inside a function being vmapped") and those graphs ran in eager."""
+    import torch
+
+    return torch.is_grad_enabled()
+
+
 def _wrap_create_block_mask(original):
     import torch
 
     from .device_check import _tracing_for_us
 
     ours = torch._dynamo.assume_constant_result(_tracing_for_us)
-    position = list(inspect.signature(original).parameters).index("_compile")
+    names = list(inspect.signature(original).parameters)
+    position = names.index("_compile")
+    sizes = [names.index(n) for n in ("B", "H", "Q_LEN", "KV_LEN")]
+
 
     @functools.wraps(original)
     def create_block_mask(*args, **kwargs):
-        if torch.compiler.is_compiling() and ours():
+        # Symbolic sizes keep torch's path (a graph break): see _symbolic.
+        if torch.compiler.is_compiling() and ours() and _applies() and \
+                not _symbolic([args[i] if i < len(args) else kwargs.get(names[i]) for i in sizes]):
             if len(args) > position:
                 args = args[:position] + (False,) + args[position + 1:]
             elif kwargs.get("_compile", False):
@@ -99,9 +126,12 @@ def _wrap_flex_mask_function(masking) -> None:
         return
     ours = torch._dynamo.assume_constant_result(_tracing_for_us)
 
+    names = list(inspect.signature(flex_block_mask).parameters)[:3]  # batch_size, q_length, kv_length
+
     @functools.wraps(original)
     def flex_attention_mask(*args, **kwargs):
-        if torch.compiler.is_compiling() and ours():
+        sizes = list(args[:3]) + [kwargs.get(n) for n in names[len(args):]]
+        if torch.compiler.is_compiling() and ours() and _applies() and not _symbolic(sizes):
             return flex_block_mask(*args, **kwargs)
         return original(*args, **kwargs)
 

@@ -312,6 +312,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
                     "multiple of this (transformers' q_padding_interval_size; 0: its default, 64)")
     ap.add_argument("--kv-padding", type=int, default=0, help="... and the KV read to a multiple of this "
                     "(kv_padding_interval_size; 0: its default, 16384, capped at the cache)")
+    ap.add_argument("--concurrency", default=None, help="numbers in flight to measure, e.g. 16 or 1,16 "
+                    "(default: 1,4,16,64; --quick: 1,4); the row's name then ends in 'at N,..'")
     ap.add_argument("--no-single", action="store_true", help="skip measuring the single-stream decode")
     ap.add_argument("--no-measure-host", action="store_true", help="skip the host's GEMM / copy peaks")
     ap.add_argument("--timeout", type=int, default=7200)
@@ -327,12 +329,17 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     for r in rates:
         if r != "inf" and not float(r) > 0:
             raise SystemExit(f"--rates: {r!r} is not a positive rate or 'inf'")
+    if args.concurrency and not all(c.isdigit() and int(c) > 0 for c in args.concurrency.split(",")):
+        raise SystemExit(f"--concurrency: {args.concurrency!r} is not a list of positive numbers")
     host = hs.describe(measure=not (args.no_measure_host or args.report_only))
     print(hs.line(host), flush=True)
     new = []
     for name, spec in [] if args.report_only else configs(args.models.split(","), args.quick):
         if args.q_padding or args.kv_padding:  # a row of its own
             name += f" pad {args.q_padding or 64}/{args.kv_padding or 16384}"
+        if args.concurrency:  # a row of its own
+            spec = dict(spec, concurrency=[int(c) for c in args.concurrency.split(",")])
+            name += f" at {args.concurrency}"
         row = {"config": name, "results": {}, "run": rd.now(), "host": host}
         with tempfile.TemporaryDirectory() as cache:
             if not args.no_single:

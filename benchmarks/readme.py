@@ -172,6 +172,27 @@ def latest_host(rows, host, measured_key=None):
     return max(saved, key=lambda r: r.get("run", ""))["host"] if saved else host
 
 
+def ok(result) -> bool:
+    """Whether an engine's result was measured (present, no "error")."""
+    return bool(result) and "error" not in result
+
+
+def first_result(rows, names, impl, key):
+    """For a headline row: the first configuration of `names` (in that
+    order) whose `impl` result is ok, as (its row, that result's `key`,
+    peer), `peer(engine)` being `engine`'s `key` in the same row (None when
+    it failed or did not run); None when no configuration has one."""
+    by_name = {r["config"]: r for r in rows}
+    for name in names:
+        row = by_name.get(name, {})
+        res = row.get("results", {})
+        if ok(res.get(impl)):
+            def peer(engine, res=res):
+                return res[engine][key] if ok(res.get(engine)) else None
+            return row, res[impl][key], peer
+    return None
+
+
 def report_table(rows, host, markdown, evaluate, path, suffix="") -> str:
     """The run's markdown table (`markdown(rows, host)`), its targets
     (`evaluate(rows)`) and `suffix`: printed, written to `path`, returned."""

@@ -26,7 +26,7 @@ from . import readme as rd
 from .child_process import ROOT, run_json_child
 from .llama_cpp_peer import PEERS, available
 from .quant_models import NICE, QuantServeConfig
-from .readme import worst
+from .readme import ok as _ok, worst
 from .results_file import merge_rows, row_key, rows_of
 
 FULL = [QuantServeConfig(m, q, b) for m in ("qwen2-0.5b", "qwen2-1.5b") for q in ("int8", "int4") for b in (1, 4)]
@@ -57,10 +57,6 @@ def run_engine(cfg, impl, reps, cache_dir, timeout, work):
         return run_json_child("benchmarks.llama_cpp_peer", dict(spec, format=impl.split()[1], work=work),
                               cache_dir, timeout)
     return run_json_child("benchmarks.serve_quant_child", dict(spec, impl=impl), cache_dir, timeout)
-
-
-def _ok(r):
-    return bool(r) and "error" not in r
 
 
 def _cell(r, key, fmt):
@@ -132,20 +128,16 @@ def evaluate(rows):
 def headline(rows):
     """The README's headline row for quantized serving: ours' decode on the
     first HEADLINE configuration with a result, against eager and inductor."""
-    by_name = {r["config"]: r for r in rows}
-    for name in HEADLINE:
-        res = by_name.get(name, {}).get("results", {})
-        if not _ok(res.get("ours")):
-            continue
-        ours = res["ours"]["ms_per_token"]
-        peer = lambda e: res[e]["ms_per_token"] if _ok(res.get(e)) else None  # noqa: E731
-        model, quant = name.split()[0], " ".join(name.split()[1:-3])
-        case = f"{NICE.get(model, model)} {quant} B=1, decode (hf.generator)"
-        link = f"[quantized serving]({rd.PAGES}/{ANCHOR})"
-        return (f"| {link} | {case} | {ours:.1f} ms/token | {rd.ratio(ours, peer('eager'))} | "
-                f"{rd.ratio(ours, peer('inductor'))} | — | "
-                f"{rd.where(by_name[name].get('host'), by_name[name].get('run', ''))} |")
-    return None
+    found = rd.first_result(rows, HEADLINE, "ours", "ms_per_token")
+    if found is None:
+        return None
+    row, ours, peer = found
+    name = row["config"]
+    model, quant = name.split()[0], " ".join(name.split()[1:-3])
+    case = f"{NICE.get(model, model)} {quant} B=1, decode (hf.generator)"
+    link = f"[quantized serving]({rd.PAGES}/{ANCHOR})"
+    return (f"| {link} | {case} | {ours:.1f} ms/token | {rd.ratio(ours, peer('eager'))} | "
+            f"{rd.ratio(ours, peer('inductor'))} | — | {rd.where(row.get('host'), row.get('run', ''))} |")
 
 
 def write_readme(rows, table, host, readme=rd.README):

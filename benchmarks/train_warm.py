@@ -164,11 +164,39 @@ def _model(spec):
     return AutoModelForCausalLM.from_config(cfg, attn_implementation=attn).train()
 
 
+def train_steps(run, opt, batches, phases, autocast=False):
+    """One training step per batch (forward with labels, backward,
+    `opt.step()`, `opt.zero_grad(set_to_none=True)`; under CPU bfloat16
+    autocast when `autocast`), each timed: (seconds per step, losses).
+    `phases` records the first step only."""
+    import torch
+
+    times, losses = [], []
+    for ids in batches:
+        t = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = run(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - t)
+        losses.append(loss.item())
+        phases.on = False  # the first step's phases only
+    return times, losses
+
+
+def torch_metrics() -> dict:
+    """torch's timers of TORCH_METRICS so far: name -> [seconds, calls]."""
+    import torch._dynamo.utils as dynamo_utils
+
+    return {k: [round(sum(v), 4), len(v)] for k, v in dynamo_utils.compilation_time_metrics.items()
+            if k in TORCH_METRICS}
+
+
 def child(spec) -> dict:
     t0 = time.perf_counter()
     import torch_mlir_flex  # noqa: F401  (before torch_mlir)
     import torch
-    import torch._dynamo.utils as dynamo_utils
 
     ours = spec["backend"] == "torch_mlir_flex"
     phases = Phases()
@@ -191,21 +219,9 @@ def child(spec) -> dict:
 
         gc.freeze()  # the objects so far (torch, transformers, the model) out of full collections
     gc_seconds = _time_gc(phases)
-    steps, losses = [], []
-    for i, ids in enumerate(batches):
-        t = time.perf_counter()
-        loss = compiled(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        steps.append(time.perf_counter() - t)
-        losses.append(loss.item())
-        if i == 0:
-            phases.on = False  # the first step's phases only
-    metrics = {k: [round(sum(v), 4), len(v)] for k, v in dynamo_utils.compilation_time_metrics.items()
-               if k in TORCH_METRICS}
+    steps, losses = train_steps(compiled, opt, batches, phases)
     out = dict(setup_s=round(setup_s, 3), steps=[round(s, 3) for s in steps], losses=losses,
-               torch=metrics, ours=phases.report(), gc=gc_seconds)
+               torch=torch_metrics(), ours=phases.report(), gc=gc_seconds)
     if ours:
         out["dynamo_stats"] = dict(dynamo.stats)
         out["cache_stats"] = dict(cache.stats)

@@ -35,7 +35,7 @@ import tempfile
 from benchmarks import host as hs
 from benchmarks import readme as rd
 from benchmarks.child_process import ROOT, run_json_child
-from benchmarks.readme import worst
+from benchmarks.readme import ok as _ok, worst
 from benchmarks.results_file import merge_rows, row_key, rows_of
 
 CHILD = "benchmarks.train.models_child"
@@ -111,10 +111,6 @@ def engines_for(impls):
     if unknown:
         raise SystemExit(f"unknown implementations {unknown}: expected some of {sorted(known)}")
     return [e for e in ENGINES if e[1] in impls]
-
-
-def _ok(r):
-    return bool(r) and "error" not in r
 
 
 def run_engine(cfg, impl, attn, timeout, threads=0) -> dict:
@@ -252,19 +248,14 @@ def headline(rows):
     """The README's headline row for whole-model training: ours' step time
     (flex_attention) on the first HEADLINE configuration with a result,
     against eager and inductor (both SDPA)."""
-    by_name = {r["config"]: r for r in rows}
-    for name in HEADLINE:
-        res = by_name.get(name, {}).get("results", {})
-        if not _ok(res.get("ours flex")):
-            continue
-        ours = res["ours flex"]["step_s"]
-        peer = lambda e: res[e]["step_s"] if _ok(res.get(e)) else None  # noqa: E731
-        case = f"{_describe(name)}, flex_attention, AdamW training step"
-        link = f"[whole-model training]({rd.PAGES}/{ANCHOR})"
-        return (f"| {link} | {case} | {ours * 1e3:.0f} ms/step | {rd.ratio(ours, peer('eager sdpa'))} | "
-                f"{rd.ratio(ours, peer('inductor sdpa'))} | — | "
-                f"{rd.where(by_name[name].get('host'), by_name[name].get('run', ''))} |")
-    return None
+    found = rd.first_result(rows, HEADLINE, "ours flex", "step_s")
+    if found is None:
+        return None
+    row, ours, peer = found
+    case = f"{_describe(row['config'])}, flex_attention, AdamW training step"
+    link = f"[whole-model training]({rd.PAGES}/{ANCHOR})"
+    return (f"| {link} | {case} | {ours * 1e3:.0f} ms/step | {rd.ratio(ours, peer('eager sdpa'))} | "
+            f"{rd.ratio(ours, peer('inductor sdpa'))} | — | {rd.where(row.get('host'), row.get('run', ''))} |")
 
 
 INTRO = ("`python -m benchmarks.train --models` (benchmarks/train/models.py): a transformers causal LM "

@@ -30,7 +30,6 @@ import os
 import statistics
 import sys
 import threading
-import time
 
 IMPLS = ("ours", "inductor", "eager")
 # ours' compiled graph kinds (dynamo.compile_graph's `kind`), counted per step
@@ -149,25 +148,13 @@ def measure(spec) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     autocast = spec["dtype"] == "bf16"
     gc_seconds = tw._time_gc(phases)
-    times, losses = [], []
-    for i, ids in enumerate(batches):
-        t = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = run(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - t)
-        losses.append(loss.item())
-        phases.on = False  # the first step's phases only
+    times, losses = tw.train_steps(run, opt, batches, phases, autocast)
     children.done.set()
     steady = times[1 + spec["warmup"]:] or times[1:] or times
     step = statistics.median(steady)
     stats = dict(dynamo.stats)
     counters = dynamo_utils.counters
-    metrics = {k: [round(sum(v), 4), len(v)] for k, v in dynamo_utils.compilation_time_metrics.items()
-               if k in tw.TORCH_METRICS}
-    first = dict(steps=times, torch=metrics, ours=phases.report())
+    first = dict(steps=times, torch=tw.torch_metrics(), ours=phases.report())
     out = dict(first_s=round(times[0], 3), step_s=step, steps_s=[round(s, 4) for s in times],
                tokens_per_s=spec["batch"] * spec["seq"] / step, losses=losses,
                peak_rss_mib=vm_hwm_mib(), children_peak_rss_mib=children.peak, children_seen=children.seen,

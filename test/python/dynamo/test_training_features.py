@@ -58,6 +58,15 @@ def _step(model, ids, autocast=False):
     return loss.detach()
 
 
+def _assert_grads_close(model, ref, grad_tol):
+    """Every parameter's gradient within `grad_tol` of eager `ref`'s,
+    relative to the largest entry of eager's."""
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert p.grad is not None, name
+        err = (p.grad - q.grad).abs().max().item() / (q.grad.abs().max().item() + 1e-12)
+        assert err <= grad_tol, (name, err)
+
+
 def _check(model, ref, ids, fresh, autocast=False, rtol=1e-5, grad_tol=1e-4):
     """One compiled step against eager `ref`: loss, every gradient (relative
     to its largest entry), one forward and one backward graph, none in
@@ -66,13 +75,22 @@ def _check(model, ref, ids, fresh, autocast=False, rtol=1e-5, grad_tol=1e-4):
     loss = _step(torch.compile(model, backend="torch_mlir_flex", options=OPTIONS), ids, autocast)
     want = _step(ref, ids, autocast)
     assert abs(loss.item() - want.item()) <= rtol * abs(want.item()), (loss, want)
-    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        assert p.grad is not None, name
-        err = (p.grad - q.grad).abs().max().item() / (q.grad.abs().max().item() + 1e-12)
-        assert err <= grad_tol, (name, err)
+    _assert_grads_close(model, ref, grad_tol)
     assert (delta("forward"), delta("backward"), delta("eager")) == (1, 1, 0), (dict(dynamo.stats), list(warned))
     assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
     assert not warned
+
+
+def _compare_step(model, ref, x, loss_tol, grad_tol):
+    """`model` compiled and its eager twin `ref`, a step each on `x`: the
+    losses within `loss_tol` (rtol, atol), the gradients as
+    _assert_grads_close."""
+    loss = torch.compile(model, backend="torch_mlir_flex", options=OPTIONS)(x)
+    loss.backward()
+    want = ref(x)
+    want.backward()
+    torch.testing.assert_close(loss, want, rtol=loss_tol[0], atol=loss_tol[1])
+    _assert_grads_close(model, ref, grad_tol)
 
 
 @pytest.mark.parametrize("attn,reentrant", [("sdpa", False), ("flex_attention", True)])
@@ -167,15 +185,7 @@ def test_autocast_entered_in_forward(fresh):
     torch.manual_seed(0)
     model = _AutocastInside()
     ref = copy.deepcopy(model)
-    x = torch.randn(2, 12, 16)
-    loss = torch.compile(model, backend="torch_mlir_flex", options=OPTIONS)(x)
-    loss.backward()
-    want = ref(x)
-    want.backward()
-    torch.testing.assert_close(loss, want, rtol=2e-2, atol=1e-3)
-    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        err = (p.grad - q.grad).abs().max().item() / (q.grad.abs().max().item() + 1e-12)
-        assert err <= 2e-2, (name, err)
+    _compare_step(model, ref, torch.randn(2, 12, 16), loss_tol=(2e-2, 1e-3), grad_tol=2e-2)
     assert (delta("forward"), delta("backward"), delta("eager"), delta("sdpa_as_flex")) == (1, 1, 0, 1), \
         (dict(dynamo.stats), list(warned))
 
@@ -261,13 +271,6 @@ def test_sdpa_left_as_sdpa_trains(monkeypatch, fresh):
     torch.manual_seed(0)
     model = _Attention()
     ref = copy.deepcopy(model)
-    x = torch.randn(2, 12, 32)
-    loss = torch.compile(model, backend="torch_mlir_flex", options=OPTIONS)(x)
-    loss.backward()
-    want = ref(x)
-    want.backward()
-    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
-    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6, msg=lambda m: f"{name}: {m}")
+    _compare_step(model, ref, torch.randn(2, 12, 32), loss_tol=(1e-5, 1e-6), grad_tol=1e-5)
     assert (delta("forward"), delta("backward"), delta("eager")) == (1, 0, 1), (dict(dynamo.stats), list(warned))
     assert any("flash_attention_for_cpu_backward" in str(w) for w in warned), list(warned)

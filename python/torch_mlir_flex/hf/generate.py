@@ -31,35 +31,47 @@ from .static_step import StaticStep, cache_shapes
 
 
 def generator(model, max_cache_len: int, batch_size: int = 1, backend: str = DEFAULT_BACKEND,
-              opt_level: int = 2, prefill_bucket: int = 32) -> "CompiledGenerator":
+              opt_level: int = 2, prefill_bucket: int = 32, kv_cache_dtype=None) -> "CompiledGenerator":
     """A `CompiledGenerator` for `model` (a transformers causal LM, best
     built with ``attn_implementation="flex_attention"``) with a static cache
     of `max_cache_len` positions for `batch_size` sequences. Functions are
     compiled at first use (`compile_all` compiles the decode step and the
-    prefill for `prompt_lengths` ahead)."""
+    prefill for `prompt_lengths` ahead). `kv_cache_dtype`: None or the
+    model's dtype (a cache in the model's dtype), or torch.int8 (a
+    quantized cache, see the module docstring)."""
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
         raise FlexHFError(f"expected a transformers causal LM, got {type(model).__name__}")
     if max_cache_len < 2 or batch_size < 1 or prefill_bucket < 1:
         raise FlexHFError(f"max_cache_len {max_cache_len}, batch_size {batch_size} and prefill_bucket "
                           f"{prefill_bucket} must be positive (max_cache_len >= 2)")
-    return CompiledGenerator(model, max_cache_len, batch_size, backend, opt_level, prefill_bucket)
+    dtype = next(model.parameters()).dtype
+    if kv_cache_dtype not in (None, dtype, torch.int8):
+        raise FlexHFError(f"kv_cache_dtype must be None, the model's dtype ({dtype}) or torch.int8, "
+                          f"got {kv_cache_dtype}")
+    return CompiledGenerator(model, max_cache_len, batch_size, backend, opt_level, prefill_bucket,
+                             kv_cache_dtype == torch.int8)
 
 
 class CompiledGenerator:
     """Compiled prefill/decode functions of one model, cache size and batch
-    size, and the cache tensors they update (`.cache`)."""
+    size, and the cache tensors they update (`.cache`: per layer K, V, or
+    with an int8 cache K, V, K scales, V scales)."""
 
-    def __init__(self, model, max_cache_len, batch_size, backend, opt_level, prefill_bucket):
+    def __init__(self, model, max_cache_len, batch_size, backend, opt_level, prefill_bucket, kv_int8=False):
         self.model = model
         self.max_cache_len = max_cache_len
         self.batch_size = batch_size
         self.backend = backend
         self.opt_level = opt_level
         self.prefill_bucket = prefill_bucket
-        dtype = next(model.parameters()).dtype
-        self.cache = [torch.zeros(s, dtype=dtype) for pair in cache_shapes(model, batch_size, max_cache_len)
-                      for s in pair]
-        self._step = StaticStep(model)  # eval mode only while compiling (_compile)
+        self.kv_int8 = kv_int8
+        dtype = torch.int8 if kv_int8 else next(model.parameters()).dtype
+        self.cache = []
+        for k_shape, v_shape in cache_shapes(model, batch_size, max_cache_len):
+            self.cache += [torch.zeros(k_shape, dtype=dtype), torch.zeros(v_shape, dtype=dtype)]
+            if kv_int8:
+                self.cache += [torch.zeros(k_shape[:-1]), torch.zeros(v_shape[:-1])]
+        self._step = StaticStep(model, kv_int8)  # eval mode only while compiling (_compile)
         self._prefill = {}  # padded prompt length -> CompiledModule
         self._decode = None
 
@@ -194,7 +206,8 @@ class CompiledGenerator:
 
     def __repr__(self):
         return (f"<CompiledGenerator batch={self.batch_size} max_cache_len={self.max_cache_len} "
-                f"prefill lengths={sorted(self._prefill)} backend={self.backend!r}>")
+                f"prefill lengths={sorted(self._prefill)} backend={self.backend!r}"
+                f"{' kv_cache=int8' if self.kv_int8 else ''}>")
 
 
 @contextlib.contextmanager

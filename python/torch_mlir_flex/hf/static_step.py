@@ -11,6 +11,10 @@ prefill length, once for decode):
   0: left padding or a slot not written yet);
 - k_i, v_i: [B, H_kv, C, D] per layer, written in place at cache_position
   (``index_copy_``: the compiled function updates the caller's tensors);
+  with ``StaticStep(model, kv_int8=True)`` four tensors per layer instead,
+  k_i, v_i int8 [B, H_kv, C, D] and their scales ks_i, vs_i f32
+  [B, H_kv, C] (`quantize_kv`: symmetric, one scale per token and kv head),
+  all four written in place; attention reads ``k_i * ks_i[..., None]``;
 - logits: [B, vocab] of the last position only (transformers'
   ``logits_to_keep=1``: the LM head runs on one row per sequence).
 
@@ -22,7 +26,23 @@ the mask function transformers builds, over absolute positions).
 import torch
 
 
-def _static_layer(keys, values, cache_position):
+def quantize_kv(x):
+    """(int8 values, f32 scales) of `x` [..., D]: symmetric per row of D
+    (one scale per token and head), scale = absmax / 127, values
+    round(x / scale) clamped to [-127, 127]; an all-zero row has scale 0
+    and values 0."""
+    x = x.float()
+    scale = x.abs().amax(-1) / 127.0
+    q = torch.round(x / scale.clamp_min(1e-30)[..., None]).clamp_(-127, 127)
+    return q.to(torch.int8), scale
+
+
+def dequantize_kv(q, scale, dtype):
+    """`quantize_kv`'s inverse in `dtype`: q * scale (in f32, then cast)."""
+    return (q.to(torch.float32) * scale[..., None]).to(dtype)
+
+
+def _static_layer(keys, values, cache_position, scales=None, dtype=None):
     from transformers.cache_utils import StaticLayer
 
     class InputLayer(StaticLayer):
@@ -38,9 +58,17 @@ def _static_layer(keys, values, cache_position):
             self.is_initialized = True
 
         def update(self, key_states, value_states, *args, **kwargs):
-            self.keys.index_copy_(2, cache_position, key_states)
-            self.values.index_copy_(2, cache_position, value_states)
-            return self.keys, self.values
+            if scales is None:
+                self.keys.index_copy_(2, cache_position, key_states)
+                self.values.index_copy_(2, cache_position, value_states)
+                return self.keys, self.values
+            out = []
+            for cache, scale, new in ((self.keys, scales[0], key_states), (self.values, scales[1], value_states)):
+                q, s = quantize_kv(new)
+                cache.index_copy_(2, cache_position, q)
+                scale.index_copy_(2, cache_position, s)
+                out.append(dequantize_kv(cache, scale, dtype))
+            return tuple(out)
 
         def get_seq_length(self):
             # Tokens before this step: the queries' offset in the masks.
@@ -50,14 +78,20 @@ def _static_layer(keys, values, cache_position):
 
 
 class StaticStep(torch.nn.Module):
-    def __init__(self, model):
+    def __init__(self, model, kv_int8: bool = False):
         super().__init__()
         self.model = model
+        self.kv_int8 = kv_int8
 
     def forward(self, input_ids, attention_mask, position_ids, cache_position, *kv):
         from transformers.cache_utils import Cache
 
-        layers = [_static_layer(kv[i], kv[i + 1], cache_position) for i in range(0, len(kv), 2)]
+        if self.kv_int8:
+            dtype = next(self.model.parameters()).dtype
+            layers = [_static_layer(kv[i], kv[i + 1], cache_position, (kv[i + 2], kv[i + 3]), dtype)
+                      for i in range(0, len(kv), 4)]
+        else:
+            layers = [_static_layer(kv[i], kv[i + 1], cache_position) for i in range(0, len(kv), 2)]
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                          cache_position=cache_position, past_key_values=Cache(layers=layers), use_cache=True,
                          logits_to_keep=1, return_dict=True)

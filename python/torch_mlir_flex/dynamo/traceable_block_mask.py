@@ -1,7 +1,8 @@
 """One Dynamo graph for a transformers flex_attention model compiled with
 `torch.compile(model, backend="torch_mlir_flex")`: what makes Dynamo break
 the forward into pieces there, and the three changes (active only while
-Dynamo traces a frame for our backend) that remove the breaks.
+Dynamo traces a frame for our backend; 1 and 3 in grad mode only:
+`_applies`) that remove the breaks.
 
 1. `create_block_mask(..., _compile=True)`. transformers builds its
    BlockMask inside `forward` with `_compile=True`
@@ -57,17 +58,6 @@ def _ours_for(output) -> bool:
     return _is_ours(getattr(output, "compiler_fn", None))
 
 
-def _symbolic(sizes) -> bool:
-    """Whether a mask's sizes are symbolic (Dynamo's dynamic shapes). Both
-    changes then keep torch's and transformers' own path (a graph break, as
-    before): torch.export of the vmapped mask_mod over symbolic sizes fails
-    for transformers' sliding-window masks (Mistral, Gemma2: "your tensor
-    may have escaped from inside a function being vmapped")."""
-    import torch
-
-    return any(isinstance(v, torch.SymInt) for v in sizes)
-
-
 def _applies() -> bool:
     """Changes 1 and 3 apply to training graphs (grad mode on). Under
     no_grad (generate, inference) transformers' path is kept, breaks
@@ -85,16 +75,11 @@ def _wrap_create_block_mask(original):
     from .device_check import _tracing_for_us
 
     ours = torch._dynamo.assume_constant_result(_tracing_for_us)
-    names = list(inspect.signature(original).parameters)
-    position = names.index("_compile")
-    sizes = [names.index(n) for n in ("B", "H", "Q_LEN", "KV_LEN")]
-
+    position = list(inspect.signature(original).parameters).index("_compile")
 
     @functools.wraps(original)
     def create_block_mask(*args, **kwargs):
-        # Symbolic sizes keep torch's path (a graph break): see _symbolic.
-        if torch.compiler.is_compiling() and ours() and _applies() and \
-                not _symbolic([args[i] if i < len(args) else kwargs.get(names[i]) for i in sizes]):
+        if torch.compiler.is_compiling() and ours() and _applies():
             if len(args) > position:
                 args = args[:position] + (False,) + args[position + 1:]
             elif kwargs.get("_compile", False):
@@ -126,12 +111,9 @@ def _wrap_flex_mask_function(masking) -> None:
         return
     ours = torch._dynamo.assume_constant_result(_tracing_for_us)
 
-    names = list(inspect.signature(flex_block_mask).parameters)[:3]  # batch_size, q_length, kv_length
-
     @functools.wraps(original)
     def flex_attention_mask(*args, **kwargs):
-        sizes = list(args[:3]) + [kwargs.get(n) for n in names[len(args):]]
-        if torch.compiler.is_compiling() and ours() and _applies() and not _symbolic(sizes):
+        if torch.compiler.is_compiling() and ours() and _applies():
             return flex_block_mask(*args, **kwargs)
         return original(*args, **kwargs)
 

@@ -22,13 +22,15 @@ from torch._dynamo.utils import counters
 pytest.importorskip("transformers")
 
 from transformers import (  # noqa: E402
-    CompileConfig, ContinuousBatchingConfig, GenerationConfig, LlamaConfig, LlamaForCausalLM,
-    MistralConfig, MistralForCausalLM)
+    CompileConfig, ContinuousBatchingConfig, Gemma2Config, Gemma2ForCausalLM, GenerationConfig,
+    LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM)
 from transformers.generation.continuous_batching.utils import build_attention_mask  # noqa: E402
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+from transformers.models.gemma2.modeling_gemma2 import (  # noqa: E402
+    eager_attention_forward as gemma2_eager_attention)
 
 from torch_mlir_flex import dynamo, log  # noqa: E402
-from torch_mlir_flex.hf import paged  # noqa: E402
+from torch_mlir_flex.hf import paged, paged_mask  # noqa: E402
 
 warnings.filterwarnings("ignore")
 dynamo.register()
@@ -38,15 +40,30 @@ LENGTHS = [3, 17, 40, 9, 25]
 NEW = 8
 
 
+GEMMA2 = "gemma2"  # _model's Gemma2-like model: sliding and full layers, softcap
+
+
 def _model(sliding_window=None):
+    """Llama (full layers), Mistral with a window (all layers sliding) or,
+    for GEMMA2, a Gemma2 (layer 0 sliding with a 12-token window, layer 1
+    full; attention softcap 2.0 on scores of scale 1, so it changes them)."""
     torch.manual_seed(0)
     common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
     if sliding_window is None:
         cfg, cls = LlamaConfig(**common), LlamaForCausalLM
+    elif sliding_window == GEMMA2:
+        cfg = Gemma2Config(**common, head_dim=16, sliding_window=12, attn_logit_softcapping=2.0,
+                           final_logit_softcapping=None, query_pre_attn_scalar=1)
+        cls = Gemma2ForCausalLM
     else:
         cfg, cls = MistralConfig(**common, head_dim=16, sliding_window=sliding_window), MistralForCausalLM
-    return cls._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32).eval()
+    return cls._from_config(cfg, attn_implementation=_reference_attention(cfg), dtype=torch.float32).eval()
+
+
+def _reference_attention(config):
+    # transformers' SDPA path ignores softcap (Gemma2 refuses it): eager.
+    return "eager" if getattr(config, "attn_logit_softcapping", None) else "sdpa"
 
 
 def _prompts():
@@ -59,7 +76,7 @@ def _config():
 
 
 def _reference(model, prompts):
-    model.set_attn_implementation("sdpa")
+    model.set_attn_implementation(_reference_attention(model.config))
     out = []
     with torch.no_grad():
         for p in prompts:
@@ -88,17 +105,20 @@ def test_generate_batch_eager(page_size):
     assert _generate_batch(model, prompts, page_size) == want
 
 
-def test_generate_batch_sliding_window_eager():
-    model, prompts = _model(sliding_window=12), _prompts()
+@pytest.mark.parametrize("window,page_size", [(12, 8), (12, 4), (GEMMA2, 8)])
+def test_generate_batch_sliding_window_eager(window, page_size):
+    """Sliding-window layers read their ring buffer in place (12 slots per
+    request: 2 pages of 8, the second half used, or 3 pages of 4)."""
+    model, prompts = _model(window), _prompts()
     want = _reference(model, prompts)
-    assert _generate_batch(model, prompts, 8) == want
+    assert _generate_batch(model, prompts, page_size) == want
 
 
 def _graph_breaks():
     return sum(counters["graph_break"].values())
 
 
-@pytest.mark.parametrize("window", [None, 12])
+@pytest.mark.parametrize("window", [None, 12, GEMMA2])
 def test_generate_batch_without_step_masks(window, monkeypatch):
     """A model run without the runner's step masks (the keyword absent)
     builds each BlockMask in the attention call: same tokens."""
@@ -108,19 +128,20 @@ def test_generate_batch_without_step_masks(window, monkeypatch):
         built.append(batch_data["input_ids"].shape[1])
         return [None] * len(batch_data["cache"].cache_allocators)
 
-    monkeypatch.setattr(paged, "_step_masks", no_masks)
+    monkeypatch.setattr(paged_mask, "step_masks", no_masks)
     model, prompts = _model(window), _prompts()
     want = _reference(model, prompts)
     assert _generate_batch(model, prompts, 8) == want
     assert built  # the runner's wrapper ran, the layers built their own masks
 
 
-def _compiled(model, prompts, page_size, **cb_options):
+def _compiled(model, prompts, page_size, dynamic=False, **cb_options):
     torch._dynamo.reset()
     before, breaks = dict(dynamo.stats), _graph_breaks()
     with log.capture(logging.WARNING) as warned:
         got = _generate_batch(model, prompts, page_size,
-                              CompileConfig(backend="torch_mlir_flex", fullgraph=False), **cb_options)
+                              CompileConfig(backend="torch_mlir_flex", fullgraph=False, dynamic=dynamic),
+                              **cb_options)
     delta = {k: dynamo.stats[k] - before.get(k, 0) for k in dynamo.stats}
     delta["breaks"] = _graph_breaks() - breaks
     return got, delta, warned
@@ -167,35 +188,68 @@ def test_request_stream_compilations(intervals):
     assert 1 <= delta["compiled"] <= (1 if intervals == (0, 0) else 3), delta
 
 
-def test_generate_batch_sliding_window_compiled():
-    model, prompts = _model(sliding_window=12), _prompts()
+@pytest.mark.parametrize("window", [12, GEMMA2])
+def test_generate_batch_sliding_window_compiled(window):
+    model, prompts = _model(window), _prompts()
     want = _reference(model, prompts)
     got, delta, warned = _compiled(model, prompts, 8)
-    print(f"sliding window: {delta}")
+    print(f"sliding window {window}: {delta}")
     assert got == want
     assert delta.get("eager", 0) == 0, warned
-    # The ring buffer's read and write are traced too: one graph.
+    # The ring buffer's in-place read and its write are traced too: one graph.
     assert delta["graphs"] == 1 and delta["compiled"] == 1 and delta["breaks"] == 0, delta
 
 
-def _sdpa_paged_reference(module, query, key, value, scaling, kwargs):
-    """transformers' SDPA path for this step: each request's cache gathered
-    by read_index (the full-attention layer's cache, already written), the
-    varlen mask of `build_attention_mask`, `sdpa_attention_forward`."""
+@pytest.mark.parametrize("dynamic", [True, None])
+@pytest.mark.parametrize("window", [None, GEMMA2])
+def test_dynamic_compile_config(window, dynamic):
+    """CompileConfig(dynamic=True) (sizes symbolic from the first graph) and
+    dynamic=None (the default: automatic dynamic), steps padded to
+    intervals of 8 query / 16 KV tokens: every graph compiled, none run in
+    eager (the BlockMask's block sizes are compile-time constants), tokens
+    equal per-request greedy `generate`."""
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(3, 128, (n,), generator=g).tolist() for n in RAGGED]
+    model = _model(window)
+    want = _reference(model, prompts)
+    got, delta, warned = _compiled(model, prompts, 8, dynamic=dynamic, q_padding_interval_size=8,
+                                   kv_padding_interval_size=16)
+    print(f"window={window} dynamic={dynamic}: {delta}")
+    assert got == want
+    assert delta.get("eager", 0) == 0 and delta.get("eager_calls", 0) == 0, warned
+    assert delta["compiled"] >= 1 and delta["graphs"] == delta["compiled"], delta
+    assert delta["breaks"] == 0, delta
+
+
+def _paged_reference(module, query, key, value, scaling, softcap, kwargs):
+    """transformers' own path for this step (SDPA, or eager with a softcap):
+    each request's cache gathered by read_index (a full-attention layer's
+    cache is already written; a sliding layer's ring buffer is read before
+    the write, the new K/V at the sentinel slots, as its allocator does),
+    the varlen mask of `build_attention_mask`."""
     cache = kwargs[paged._CACHE_KWARG]
     allocator = cache.layer_to_allocator[module.layer_idx]
     read_index = kwargs["read_index"][allocator.index]
-    window = getattr(allocator, "sliding_window", None)  # key/value: gathered by transformers
-    if window is None and read_index.numel():
+    window = getattr(allocator, "sliding_window", None)
+    if read_index.numel():
         k_rows, v_rows = allocator._kv_token_views[module.layer_idx]
-        key = k_rows.index_select(0, read_index).transpose(0, 1).unsqueeze(0)
-        value = v_rows.index_select(0, read_index).transpose(0, 1).unsqueeze(0)
+        new = (read_index == allocator.sentinel_index)[:, None, None]
+
+        def gather(rows, states):
+            out = rows.index_select(0, read_index)
+            if window is not None:
+                out.masked_scatter_(new, states[0].transpose(0, 1))
+            return out.transpose(0, 1).unsqueeze(0)
+
+        key, value = gather(k_rows, key), gather(v_rows, value)
     cu_q = kwargs["cu_seq_lens_q"].tolist()
     cu_k = kwargs["cu_seq_lens_k"].tolist()
     mask = torch.full((1, 1, query.shape[2], key.shape[2]), torch.finfo(query.dtype).min)
     build_attention_mask(mask, cu_q, cu_k, sliding_window=window or 1)
-    out, _ = sdpa_attention_forward(module, query, key, value, mask,
-                                    scaling=scaling, is_causal=False)
+    if softcap is None:
+        out, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=scaling, is_causal=False)
+    else:
+        out, _ = gemma2_eager_attention(module, query, key, value, mask, scaling=scaling, softcap=softcap)
     return out[:, : cu_q[-1]]
 
 
@@ -227,22 +281,26 @@ def _check_block_mask(block_mask):
     return int(partial.sum()), int(full.sum()), partial.numel()
 
 
-@pytest.mark.parametrize("page_size,window", [(4, None), (8, None), (8, 12)])
-def test_layer_outputs_equal_sdpa_paged(page_size, window, monkeypatch):
+@pytest.mark.parametrize("page_size,window", [(4, None), (8, None), (8, 12), (4, 12), (8, GEMMA2)])
+def test_layer_outputs_equal_transformers_paged(page_size, window, monkeypatch):
     """Every layer call of every step: our output for the real tokens equals
-    transformers' SDPA computation on the same cache state, and the step's
-    BlockMask covers what mask_mod allows."""
+    transformers' computation on the same cache state (gathered K/V), and
+    the step's BlockMasks cover what their mask_mod allows."""
     from transformers import AttentionInterface
 
-    checked, blocks = [], []
+    checked, blocks = [], {}
 
-    def checking(module, query, key, value, attention_mask, scaling=None, **kwargs):
+    def checking(module, query, key, value, attention_mask, scaling=None, softcap=None, **kwargs):
+        want = _paged_reference(module, query, key, value, scaling, softcap, kwargs)
         out, _ = paged.paged_flex_attention_forward(module, query, key, value, attention_mask,
-                                                    scaling=scaling, **kwargs)
-        want = _sdpa_paged_reference(module, query, key, value, scaling, kwargs)
+                                                    scaling=scaling, softcap=softcap, **kwargs)
         torch.testing.assert_close(out[:, : want.shape[1]], want, rtol=1e-5, atol=1e-5)
-        block_mask = paged._step_cache["full" if window is None else "window"][1]
-        blocks.append(_check_block_mask(block_mask))
+        allocator = kwargs[paged._CACHE_KWARG].layer_to_allocator[module.layer_idx]
+        kinds = ["full"] if allocator.layer_type == "full_attention" else ["new"]
+        if kinds == ["new"] and kwargs["read_index"][allocator.index].numel():
+            kinds.append("old")
+        for kind in kinds:
+            blocks.setdefault(kind, []).append(_check_block_mask(paged_mask._step_cache[kind][1]))
         checked.append(kwargs["cu_seq_lens_q"].numel() - 1)
         return out, None
 
@@ -251,14 +309,19 @@ def test_layer_outputs_equal_sdpa_paged(page_size, window, monkeypatch):
     _generate_batch(model, prompts, page_size)
     # Steps with several requests and the chunked prefill were all checked.
     assert len(checked) >= 2 * 10 and max(checked) >= 3
-    partial, full, total = (sum(b[i] for b in blocks) for i in range(3))
-    print(f"page_size={page_size} window={window}: {partial} partial + {full} full of {total} blocks")
-    if window is None:
-        # In place: most of the grid is other requests' pages and other
-        # layers' rows, all skipped; whole pages of the past are full.
-        assert partial + full < total / 4 and full > 0
-    else:  # gathered varlen keys: other requests' keys are skipped
-        assert partial + full < total
+    for kind, listed in blocks.items():
+        partial, full, total = (sum(b[i] for b in listed) for i in range(3))
+        print(f"page_size={page_size} window={window} {kind}: {partial} partial + {full} full "
+              f"of {total} blocks")
+        if kind == "new":  # the step's keys (16-key blocks): other requests' skipped
+            assert partial + full < total
+        else:
+            # In place: most of the grid is other requests' pages, other
+            # layers' rows (and pages out of the window), all skipped; whole
+            # pages of the past are full (a window's pages seldom are).
+            assert partial + full < total / 4 and (full > 0 or kind == "old")
+    assert ("full" in blocks) == (window in (None, GEMMA2))
+    assert ("old" in blocks) == (window is not None)
 
 
 def test_outside_continuous_batching_is_refused():

@@ -10,6 +10,11 @@
  * an allocation of the same size (a model allocates the same sizes every
  * call); the least recently kept go first when the bound is reached. The
  * bound is $FLEX_ALLOC_CACHE_MB (default 1024; 0 keeps nothing), read once.
+ * Such blocks are mapped and unmapped here (mmap), not taken from glibc: a
+ * block freed past the bound goes back to the kernel at once, where glibc,
+ * whose mmap threshold rises to 32 MiB after the first large free, kept it
+ * in its heap, resident and unused (330 MiB after the steps of a 4-layer
+ * Llama's training: docs/training.md).
  *
  * Every block carries a header before the pointer returned, so free knows
  * its size; pointers are aligned to at least 64 bytes.
@@ -31,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "FlexInternal.h"
 
@@ -48,6 +54,20 @@ typedef struct {
   uint64_t bytes;
   uint64_t stamp; /* when it was kept: the smallest goes first */
 } Kept;
+
+/* Blocks of KEEP_MIN_BYTES and more (page multiples) are mappings of
+ * their own; smaller ones are malloc's. */
+static void *map_block(uint64_t bytes) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap_block(void *base, uint64_t bytes) {
+  if (bytes >= KEEP_MIN_BYTES)
+    munmap(base, bytes);
+  else
+    free(base);
+}
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static Kept g_kept[SLOTS];
@@ -94,12 +114,12 @@ static void *take(uint64_t bytes) {
 /* Keeps `base` (of `bytes`) or frees it; frees the oldest kept blocks to
  * stay within the bound. */
 static void keep(void *base, uint64_t bytes) {
-  void *evicted[SLOTS + 1];
+  Kept evicted[SLOTS + 1];
   int nev = 0;
   pthread_mutex_lock(&g_lock);
   int64_t limit = bound();
   if ((int64_t)bytes > limit) {
-    evicted[nev++] = base;
+    evicted[nev++] = (Kept){base, bytes, 0};
   } else {
     while (g_nkept > 0 &&
            (g_nkept == SLOTS || (int64_t)(g_kept_bytes + bytes) > limit)) {
@@ -107,7 +127,7 @@ static void keep(void *base, uint64_t bytes) {
       for (int i = 1; i < g_nkept; ++i)
         if (g_kept[i].stamp < g_kept[oldest].stamp)
           oldest = i;
-      evicted[nev++] = g_kept[oldest].base;
+      evicted[nev++] = g_kept[oldest];
       g_kept_bytes -= g_kept[oldest].bytes;
       g_kept[oldest] = g_kept[--g_nkept];
     }
@@ -116,7 +136,7 @@ static void keep(void *base, uint64_t bytes) {
   }
   pthread_mutex_unlock(&g_lock);
   for (int i = 0; i < nev; ++i)
-    free(evicted[i]);
+    unmap_block(evicted[i].base, evicted[i].bytes);
 }
 
 void flex_runtime_release_memory(void);
@@ -128,12 +148,13 @@ static void *allocate(uint64_t size, uint64_t alignment) {
   if (bytes >= KEEP_MIN_BYTES) /* page multiples: more sizes match */
     bytes = (bytes + 4095) & ~(uint64_t)4095;
   int wrapped = bytes <= size; /* a size near 2^64 (garbage) */
-  void *base = !wrapped && bytes >= KEEP_MIN_BYTES ? take(bytes) : NULL;
+  int mapped = bytes >= KEEP_MIN_BYTES;
+  void *base = !wrapped && mapped ? take(bytes) : NULL;
   if (!base && !wrapped)
-    base = malloc(bytes);
+    base = mapped ? map_block(bytes) : malloc(bytes);
   if (!base && !wrapped) {
     flex_runtime_release_memory();
-    base = malloc(bytes);
+    base = mapped ? map_block(bytes) : malloc(bytes);
   }
   if (!base) {
     flex_guard_allocation_failed(size);
@@ -168,7 +189,7 @@ void _mlir_memref_to_llvm_free(void *p) {
   }
   memset((char *)p - sizeof(Header), 0, sizeof(Header));
   count_live(-(int64_t)h.bytes);
-  if (h.bytes >= KEEP_MIN_BYTES) /* kept, or freed when over the bound */
+  if (h.bytes >= KEEP_MIN_BYTES) /* kept, or unmapped when over the bound */
     keep(h.base, h.bytes);
   else
     free(h.base);
@@ -176,16 +197,16 @@ void _mlir_memref_to_llvm_free(void *p) {
 
 /* Frees every kept block (torch_mlir_flex.backend.blas.release_memory). */
 void flex_runtime_release_memory(void) {
-  void *all[SLOTS];
+  Kept all[SLOTS];
   int n = 0;
   pthread_mutex_lock(&g_lock);
   for (int i = 0; i < g_nkept; ++i)
-    all[n++] = g_kept[i].base;
+    all[n++] = g_kept[i];
   g_nkept = 0;
   g_kept_bytes = 0;
   pthread_mutex_unlock(&g_lock);
   for (int i = 0; i < n; ++i)
-    free(all[i]);
+    unmap_block(all[i].base, all[i].bytes);
 }
 
 /* Bytes held in kept blocks (tests). */

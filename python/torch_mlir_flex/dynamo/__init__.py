@@ -174,6 +174,10 @@ def _compile_specializing_refused(graph, examples, inputs, backend, func_name, o
 
     static, pinned = set(), None
     module = inputs.module(graph)
+    if inputs.is_dynamic and not specialize.fix_small_sizes(inputs.small_sizes):
+        raise FlexCompileError("export", "sizes of 0 or 1 that torch.export fixes are dynamic in Dynamo's graph "
+                                         "and its guards are final: " +
+                               ", ".join(str(s.node.expr) for s in inputs.small_sizes))
     while True:
         dynamic = inputs.dynamic_shapes(static) if inputs.is_dynamic else None
         try:

@@ -16,7 +16,9 @@ recompiles; what the exported program rules out raises at the call).
 A size Dynamo's guards fixed to a constant while tracing (a dim marked
 dynamic that a `view(..., 2, 8)` pins to 16) is static for the export.
 `dynamic_shapes(static)` keeps the symbols in `static` at their example
-values (specialize.py: what torch.export refused).
+values (specialize.py: what torch.export refused), and a dynamic size whose
+example is 0 or 1 (`(s0 + 127) // 128` blocks of a short sequence) static,
+as torch.export would; Dynamo guards it (specialize.fix_small_sizes).
 """
 
 from typing import List, Tuple
@@ -43,6 +45,16 @@ def _dynamic(size) -> bool:
     nor a SymInt Dynamo's guards fixed to a constant)."""
     e = _expr(size)
     return e is not None and not e.is_number
+
+
+def _small(size) -> bool:
+    """Whether a size is dynamic with an example of 0 or 1 (an expression
+    such as `(s0 + 127) // 128`: Dynamo keeps no symbol of its own for a
+    size 1). torch.export fixes every such dim to its example ("0/1
+    specialized") and fails when asked to keep it dynamic, so it is static
+    for the export, with a Dynamo guard (`GraphInputs.small_sizes`)."""
+    hint = getattr(getattr(size, "node", None), "hint", None)
+    return hint in (0, 1) and _dynamic(size)
 
 
 def _code(expr, name) -> str:
@@ -150,13 +162,19 @@ class GraphInputs:
 
         def dim_spec(shape):
             dims = {d: Dim.DYNAMIC for d, s in enumerate(shape)
-                    if _dynamic(s) and not _expr(s).free_symbols & set(static)}
+                    if _dynamic(s) and not _small(s) and not _expr(s).free_symbols & set(static)}
             return dims or None
 
         ints = {k: sym for sym, (k, d) in self.symbols.items() if d is None}
         specs = tuple((None if ints[k] in static else Dim.DYNAMIC) if shape is None else dim_spec(shape)
                       for k, shape in enumerate(self.fake_shapes))
         return (specs,) if any(s is not None for s in specs) else None
+
+    @property
+    def small_sizes(self) -> list:
+        """Dynamo's SymInts of the dynamic tensor sizes whose example is 0
+        or 1, which `dynamic_shapes` leaves static (`_small`)."""
+        return [s for shape in self.fake_shapes if shape is not None for s in shape if _small(s)]
 
     def symbols_at(self, positions):
         """The symbols of the sizes at `positions`: (argument k, dim d), d

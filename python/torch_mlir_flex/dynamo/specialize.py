@@ -14,6 +14,11 @@ size fails the guard and Dynamo recompiles instead of handing our
 specialized function sizes it was not compiled for. The other symbols
 stay dynamic.
 
+A dynamic size whose example is 0 or 1 (a block count `(s0 + 127) //
+128` of a short sequence) is one torch.export always fixes ("0/1
+specialized"): graph_inputs leaves it static and `fix_small_sizes`
+guards it, so that a sequence with more blocks recompiles.
+
 Likewise a Python float Dynamo made dynamic (an attribute such as
 `self.scaling` that differed in an earlier model sharing the frame) is
 passed as a 0-d tensor and read with `.item()`; where an op needs a
@@ -84,6 +89,23 @@ def guard_equal_to_examples(sym_ints: Iterable) -> bool:
         # guard_int / guard_float: records Eq(symbol, hint) as a guard of the frame
         float(s) if isinstance(s, torch.SymFloat) else int(s)
     return True
+
+
+def fix_small_sizes(sizes) -> bool:
+    """Makes Dynamo's SymInts `sizes` (dynamic sizes whose example is 0 or
+    1, which torch.export fixes) equal to their examples for the frame:
+    already implied by its guards (a backward graph, whose sizes the
+    forward's guards fixed), or guarded now. False when a size is neither
+    implied nor can be guarded (the environment is final)."""
+    import sympy
+
+    loose = []
+    for s in sizes:
+        env, expr = s.node.shape_env, s.node.expr
+        implied = env is not None and env._maybe_evaluate_static(sympy.Eq(expr, int(s.node.hint)))
+        if not (implied is not None and bool(implied)):
+            loose.append(s)
+    return not loose or guard_equal_to_examples(loose)
 
 
 def data_dependent(error) -> bool:

@@ -252,6 +252,10 @@ TILED_STAGES = (
           "fuse_elementwise: elementwise chains fused into their consumers (not into "
           "contractions, nor inside the flash tiles), intermediates never written out",
           when=lambda o: o.fuse_elementwise),
+    Stage("reassociate-sums", "func.func(flex-reassociate-sums)",
+          "float sums of reduction generics may be reordered, so LLVM vectorizes them (and "
+          "an exp or square fused into them); $FLEX_REASSOCIATE_SUMS=0 turns it off",
+          when=lambda o: os.environ.get("FLEX_REASSOCIATE_SUMS", "1") != "0"),
     Stage("unshare-inits", "func.func(flex-unshare-inits)",
           "after the last cse: each product and elementwise op gets its own init, allocated "
           "where it is used (not once per shape at the top, alive until the last layer)"),

@@ -161,6 +161,39 @@ def FlexFuseElementwise : Pass<"flex-fuse-elementwise", "func::FuncOp"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def FlexReassociateSums : Pass<"flex-reassociate-sums", "func::FuncOp"> {
+  let summary = "Let LLVM reorder the float sums of reduction generics "
+                "(reassoc on the accumulating arith.addf)";
+  let description = [{
+    A `linalg.generic` with a reduction loop that sums into an init (a
+    norm's mean of squares, a softmax's or log_softmax's sum of
+    exponentials, a cross-entropy backward's row sum) becomes, after
+    convert-linalg-to-loops, one chain of dependent additions in source
+    order, which LLVM keeps: without leave to reassociate, the loop is not
+    vectorized, so one addition per 3-4 cycles, and an exponential or a
+    square fused into the same loop is computed one element at a time too
+    (log_softmax's exp and sum over a 1024 x 8192 vocabulary: 22 ms on one
+    core; 1.3 ms with the flag). For each generic directly in the function
+    body (flex-to-flash's tile ops are left alone) with a reduction loop,
+    the `arith.addf` yielded for an init whose block argument it alone reads
+    gets `fastmath<reassoc>`: LLVM's loop vectorizer then keeps several
+    vector partial sums and adds them at the end, as eager PyTorch's
+    reductions do (the result differs from the sequential sum by rounding
+    only, and is closer to the exact sum). Max/min reductions vectorize
+    already; products and integer sums are left alone.
+
+    ```mlir
+    ^bb0(%in: f32, %out: f32):
+      %e = math.exp %in : f32
+      %a = arith.addf %e, %out : f32
+      linalg.yield %a : f32
+    ==>
+      %a = arith.addf %e, %out fastmath<reassoc> : f32
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def FlexWidenReductions : Pass<"flex-widen-reductions", "func::FuncOp"> {
   let summary = "Accumulate bf16/f16 sum reductions in f32";
   let description = [{

@@ -37,7 +37,9 @@ void flex_quant_matmul_i8(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
  * q the 4-bit weights that torch's _convert_weight_to_int4pack_for_cpu
  * packed in `layout` (0: DEFAULT, 1: AVX2, 2: AVX512; quant-design.md),
  * contiguous from byte w_off; sz [K/g][N][2] contiguous from element
- * sz_off; g = group_size. */
+ * sz_off; g = group_size. N is a multiple of 16; where the layout's column
+ * block (32, or 64 for layout 2) does not divide it, the last N mod block
+ * columns are torch's short block (FlexQuantKernels.h). */
 void flex_quant_matmul_i4(int64_t M, int64_t N, int64_t K, int64_t x_ptr,
                           int64_t x_off, int64_t x_rs, int64_t w_ptr,
                           int64_t w_off, int64_t sz_ptr, int64_t sz_off,

@@ -8,10 +8,11 @@
  *     and multiplied by each row of x with FMAs, the sums scaled once per
  *     output; the K tail through a zeroed 8-byte block;
  *   - int4: 8 packed bytes of each k at a time (the block's bytes of a
- *     group stay in L1 for its other bytes), widened once (VPMOVZXBD) and
- *     split into low and high nibbles (and, shift: 16 columns), converted
- *     (VCVTDQ2PS), multiplied by the broadcast x[m,k] into sums per group,
- *     then s * sum + (z - 8 s) * xsum per group.
+ *     group stay in L1 for its other bytes), widened once (VPMOVZXBD),
+ *     converted as low nibbles (and) and as whole bytes (VCVTDQ2PS: 16
+ *     columns), multiplied by the broadcast x[m,k] into sums per group;
+ *     per group the high nibbles' sums taken out of the bytes', then s *
+ *     sum + (z - 8 s) * xsum (the next group's scales prefetched).
  * Every function carries its own target attribute; only
  * flex_quant_install_avx2 (baseline code) runs before the CPU's features
  * are known.
@@ -113,12 +114,15 @@ FLEX_AVX2_INLINE void add_group(const FlexQuantCall *c, int64_t m0, const int R,
   }
 }
 
-/* One k of 8 packed bytes at p against R rows of x (x[m * xm] the k's). */
+/* One k of 8 packed bytes at p against R rows of x (x[m * xm] the k's):
+   the low nibbles into lo, the whole bytes (low + 16 high) into hi, three
+   operations where a shift of the high nibble was a fourth (hi becomes the
+   high nibbles' sums once per group: (hi - lo) / 16). */
 FLEX_AVX2_INLINE void i4_step(const uint8_t *p, const float *x, int64_t xm, const int R,
                               __m256 *lo, __m256 *hi) {
   const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
   const __m256 wl = _mm256_cvtepi32_ps(_mm256_and_si256(d, _mm256_set1_epi32(15)));
-  const __m256 wh = _mm256_cvtepi32_ps(_mm256_srli_epi32(d, 4));
+  const __m256 wh = _mm256_cvtepi32_ps(d);
   for (int m = 0; m < R; ++m) {
     const __m256 xv = _mm256_broadcast_ss(x + m * xm);
     lo[m] = _mm256_fmadd_ps(wl, xv, lo[m]);
@@ -142,6 +146,11 @@ FLEX_AVX2_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R, 
   float y[FLEX_QUANT_ROWS][64];
   memset(y, 0, sizeof y);
   for (int64_t g = 0; g < groups; ++g) {
+    /* The next group's scales and zeros (a row of sz away: too far apart
+       for the hardware prefetcher to follow). */
+    if (g + 1 < groups)
+      for (int v = 0; v < BN * 2 * (c->s_bf16 ? 2 : 4); v += 64)
+        __builtin_prefetch((const char *)c->s + ((g + 1) * c->N + n_base) * 2 * (c->s_bf16 ? 2 : 4) + v, 0, 3);
     for (int v = 0; v < BN / 16; ++v) { /* bytes 8v .. 8v+7 of each k */
       /* U sets of sums, k by k in turn: with few rows of x, one set was
          as many FMA chains as rows * 2, each an FMA's latency a k. */
@@ -160,6 +169,8 @@ FLEX_AVX2_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R, 
           lo[0][m] = _mm256_add_ps(lo[0][m], lo[u][m]);
           hi[0][m] = _mm256_add_ps(hi[0][m], hi[u][m]);
         }
+      for (int m = 0; m < R; ++m) /* byte sums -> high nibbles' (exact / 16) */
+        hi[0][m] = _mm256_mul_ps(_mm256_sub_ps(hi[0][m], lo[0][m]), _mm256_set1_ps(1.0f / 16.0f));
       if (layout == 0) { /* lo: columns 16v + 2i, hi: 16v + 2i + 1 */
         for (int m = 0; m < R; ++m) {
           const __m256 a = _mm256_unpacklo_ps(lo[0][m], hi[0][m]); /* 0-3 | 8-11 */

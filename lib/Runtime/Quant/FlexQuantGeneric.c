@@ -9,7 +9,10 @@
  *     stack, then LANES independent partial sums a row of x;
  *   - int4: 16 columns of a packed block at a time, each k's nibbles
  *     unpacked into 16 floats, multiplied by x[m,k] into 16 sums a row of
- *     x over the group, then scaled with the group's scale and zero.
+ *     x over the group, then scaled with the group's scale and zero;
+ *   - the short last block of an int4 weight whose N is not a multiple of
+ *     the layout's block (flex_quant_i4_tail), for every ISA: at most 48
+ *     columns of a product, the rest on the ISA's own kernels.
  *
  *===----------------------------------------------------------------------===*/
 #include "FlexQuantKernels.h"
@@ -107,5 +110,35 @@ i4_block(const FlexQuantCall *c, int64_t m0, const int R, int64_t block, const i
 }
 
 FLEX_QUANT_ENTRY_POINTS()
+
+void flex_quant_i4_tail(const FlexQuantCall *c, int64_t m0, int rows) {
+  const int64_t n_base = flex_quant_tail_start(c), width = c->N - n_base;
+  const int64_t K = c->K, G = c->group, groups = K / G, N = c->N, xm = c->xm;
+  const uint8_t *base = c->w + n_base * (K / 2); /* after the whole blocks */
+  const float *x = c->x + m0 * xm;
+  float yacc[FLEX_QUANT_ROWS][64] = {{0}};
+  for (int64_t g = 0; g < groups; ++g) {
+    float acc[FLEX_QUANT_ROWS][64] = {{0}};
+    for (int64_t k = g * G; k < (g + 1) * G; ++k) {
+      const uint8_t *row = base + k * (width / 2); /* byte i: columns 2i, 2i + 1 */
+      for (int m = 0; m < rows; ++m) {
+        const float xv = x[m * xm + k];
+        for (int64_t i = 0; i < width / 2; ++i) {
+          acc[m][2 * i] += xv * (float)(row[i] & 15);
+          acc[m][2 * i + 1] += xv * (float)(row[i] >> 4);
+        }
+      }
+    }
+    for (int64_t j = 0; j < width; ++j) {
+      const int64_t at = (g * N + n_base + j) * 2;
+      const float s = flex_quant_scale(c, at), z = flex_quant_scale(c, at + 1);
+      for (int m = 0; m < rows; ++m)
+        yacc[m][j] += s * acc[m][j] + (z - 8.0f * s) * c->xsum[(m0 + m) * groups + g];
+    }
+  }
+  for (int m = 0; m < rows; ++m)
+    for (int64_t j = 0; j < width; ++j)
+      flex_quant_store(c, m0 + m, n_base + j, yacc[m][j]);
+}
 
 int flex_quant_install_generic(FlexQuantKernels *k) { return fill_kernels(k); }

@@ -8,7 +8,8 @@
  *     (xsum[m][k/g] = sum of x[m,k] over the group);
  *   - an int8 kernel computes y[m0 .. m0+rows) x [n0, n1), rows <= 4;
  *   - an int4 kernel computes y[m0 .. m0+rows) x one block of BN columns
- *     (the packing's column blocks), rows <= 4, from the group sums:
+ *     (the packing's column blocks; a short last block, flex_quant_i4_tail,
+ *     is the generic file's for every ISA), rows <= 4, from the group sums:
  *       y[m,n] = sum_g s[g,n] * sum_{k in g} x[m,k] * q[n,k]
  *                    + (z[g,n] - 8 s[g,n]) * xsum[m][g];
  *   - each file exports flex_quant_install_<isa>, which fills the kernels
@@ -63,6 +64,20 @@ FLEX_RUNTIME_INTERNAL int flex_quant_install_avx512(FlexQuantKernels *k);
 static inline int64_t flex_quant_block_cols(int64_t layout) {
   return layout == 2 ? 64 : 32;
 }
+
+/* The first column after the whole blocks of an int4 weight. N is a
+ * multiple of 16 (torch's packing refuses others); where it is not one of
+ * the block, torch packs the last N mod BN columns (16, 32 or 48) as one
+ * short block after the whole ones, N mod BN / 2 bytes a k, k-major, byte
+ * i holding its columns 2i (low nibble) and 2i + 1 (high) whatever the
+ * layout (as layout 0). */
+static inline int64_t flex_quant_tail_start(const FlexQuantCall *c) {
+  return c->N - c->N % flex_quant_block_cols(c->layout);
+}
+
+/* y[m0 .. m0+rows) x the short last block's columns (FlexQuantGeneric.c;
+   every ISA's dispatch runs it for the last unit). */
+FLEX_RUNTIME_INTERNAL void flex_quant_i4_tail(const FlexQuantCall *c, int64_t m0, int rows);
 
 /* Element i of the scales (int8: [N]) or of sz, f32 or bf16. */
 static inline float flex_quant_scale(const FlexQuantCall *c, int64_t i) {

@@ -42,6 +42,7 @@ import torch
 OP_NAME = "torch_mlir_flex::quant_matmul"
 FORMATS = ("int8", "int4_cpu")
 LAYOUT_BLOCK_N = {0: 32, 1: 32, 2: 64}  # BN of each int4 layout
+INT4_N_MULTIPLE = 16  # torch's int4 CPU packing refuses other N (the last N mod BN: a short block)
 # The int4 layout torch packs with at each ATen CPU capability
 # (torch.backends.cpu.get_cpu_capability()); the one table of it.
 LAYOUT_OF_CAPABILITY = {"DEFAULT": 0, "AVX2": 1, "AVX512": 2}
@@ -55,21 +56,30 @@ class QuantMatmulError(ValueError):
 
 def unpack_int4(packed: torch.Tensor, n: int, k: int, layout: int) -> torch.Tensor:
     """The int4 values q[n, k] (0..15, int32) of ``packed`` (uint8, N*K/2
-    bytes) in ``layout``."""
+    bytes) in ``layout``: whole blocks of BN columns in the layout, then,
+    where BN does not divide N (a multiple of 16), the last N mod BN
+    columns as one short block whose byte i holds columns 2i and 2i + 1
+    (as torch packs them whatever the layout)."""
     if layout not in LAYOUT_BLOCK_N:
         raise QuantMatmulError(f"quant_matmul: int4 layout must be 0, 1 or 2, got {layout}")
-    bn = LAYOUT_BLOCK_N[layout]
-    if n % bn:
+    if n % INT4_N_MULTIPLE:
         raise QuantMatmulError(
-            f"quant_matmul: int4 layout {layout} ({LAYOUT_NAMES[layout]}) packs columns in "
-            f"blocks of {bn}; N={n} is not a multiple")
-    rows = packed.reshape(n // bn, k, bn // 2).to(torch.int32)
+            f"quant_matmul: torch packs int4 weights of N a multiple of {INT4_N_MULTIPLE}; "
+            f"N={n} is not")
+    bn = LAYOUT_BLOCK_N[layout]
+    whole, tail = n // bn * bn, n % bn
+    flat = packed.reshape(-1)
+    rows = flat[:whole * k // 2].reshape(whole // bn, k, bn // 2).to(torch.int32)
     low, high = rows & 0xF, rows >> 4
     if layout == 0:
-        cols = torch.stack([low, high], dim=-1).reshape(n // bn, k, bn)
+        cols = torch.stack([low, high], dim=-1).reshape(whole // bn, k, bn)
     else:
         cols = torch.cat([low, high], dim=-1)
-    return cols.permute(0, 2, 1).reshape(n, k)
+    q = cols.permute(0, 2, 1).reshape(whole, k)
+    if tail:
+        last = flat[whole * k // 2:].reshape(k, tail // 2).to(torch.int32)
+        q = torch.cat([q, torch.stack([last & 0xF, last >> 4], dim=-1).reshape(k, tail).t()])
+    return q
 
 
 def dequantize_int4(packed: torch.Tensor, sz: torch.Tensor, k: int, group_size: int,
@@ -116,8 +126,8 @@ def _check(x, w, scales, format: str, group_size: int, layout: int):
         bad(f"scales (scale_and_zero) must be [{k // group_size}, {n}, 2], got {tuple(scales.shape)}")
     if layout not in LAYOUT_BLOCK_N:
         bad(f"layout must be 0, 1 or 2, got {layout}")
-    if n % LAYOUT_BLOCK_N[layout]:
-        bad(f"N={n} is not a multiple of layout {layout}'s block of {LAYOUT_BLOCK_N[layout]} columns")
+    if n % INT4_N_MULTIPLE:
+        bad(f"N={n} is not a multiple of {INT4_N_MULTIPLE} (torch's int4 CPU packing needs one)")
     return m, n, k
 
 

@@ -21,8 +21,8 @@ stays quantized through the compiler (no float copy of it):
 
   with ``layout`` the packing of this process (``int4_cpu_layout``); the slice
   and reshape after it stay. torch-mlir does not know the aten op, so an int4
-  call that cannot be rewritten (unknown packing, N not a multiple of the
-  layout's block) is a FlexImportError here rather than an unknown op later.
+  call that cannot be rewritten (unknown packing, N not a static multiple of
+  16) is a FlexImportError here rather than an unknown op later.
 
 Anything else is left as it is (still correct, just dequantized). Works on
 torch.export's graphs (weights read through ``access_subclass_inner_tensor``)
@@ -37,7 +37,7 @@ import torch
 from torch import fx
 
 from .errors import FlexImportError
-from .quant_op import LAYOUT_BLOCK_N, LAYOUT_NAMES, QuantMatmulError, int4_cpu_layout
+from .quant_op import INT4_N_MULTIPLE, LAYOUT_NAMES, QuantMatmulError, int4_cpu_layout
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -126,12 +126,11 @@ def _int4_layout(node: fx.Node) -> int:
     except QuantMatmulError as e:
         raise FlexImportError(f"{node.name} (aten._weight_int4pack_mm_for_cpu): {e}") from e
     n = _val(node).shape[1]
-    bn = LAYOUT_BLOCK_N[layout]
-    if not isinstance(n, int) or n % bn:
+    if not isinstance(n, int) or n % INT4_N_MULTIPLE:
         raise FlexImportError(
             f"{node.name} (aten._weight_int4pack_mm_for_cpu): N={n} output columns; torch's "
-            f"{LAYOUT_NAMES[layout]} int4 packing (layout {layout}) holds blocks of {bn} columns "
-            "and torch-mlir-flex needs N to be a multiple of it")
+            f"{LAYOUT_NAMES[layout]} int4 packing (layout {layout}) needs a static N, a multiple "
+            f"of {INT4_N_MULTIPLE}")
     return layout
 
 

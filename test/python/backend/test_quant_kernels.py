@@ -92,14 +92,19 @@ def run_i4(x, packed, sz, group, layout):
 
 
 def pack_int4(q, layout):
-    """q [N, K] (0..15) packed as torch's _convert_weight_to_int4pack_for_cpu
-    packs it for ATen capability `layout` (0 DEFAULT, 1 AVX2, 2 AVX512):
-    blocks of BN columns, k-major, BN/2 bytes a k."""
+    """q [N, K] (0..15, N a multiple of 16) packed as torch's
+    _convert_weight_to_int4pack_for_cpu packs it for ATen capability
+    `layout` (0 DEFAULT, 1 AVX2, 2 AVX512): blocks of BN columns, k-major,
+    BN/2 bytes a k; the last N mod BN columns one short block, k-major,
+    byte i holding its columns 2i and 2i + 1."""
     N, K = q.shape
     bn = 64 if layout == 2 else 32
-    b = q.reshape(N // bn, bn, K).permute(0, 2, 1)  # [block, k, column]
+    whole = N // bn * bn
+    b = q[:whole].reshape(whole // bn, bn, K).permute(0, 2, 1)  # [block, k, column]
     lo, hi = (b[..., 0::2], b[..., 1::2]) if layout == 0 else (b[..., :bn // 2], b[..., bn // 2:])
-    return (lo | (hi << 4)).to(torch.uint8).reshape(N, K // 2)
+    t = q[whole:].T  # [k, column] of the short block
+    parts = [(lo | (hi << 4)).reshape(-1), (t[:, 0::2] | (t[:, 1::2] << 4)).reshape(-1)]
+    return torch.cat(parts).to(torch.uint8).reshape(N, K // 2)
 
 
 def _host_layout():
@@ -195,6 +200,10 @@ def _int4_case(M, N, K, group, xd, sd, seed):
 I4_SHAPES = [(96, 384, 32), (192, 384, 32), (192, 256, 64), (96, 512, 128)]
 I4_CASES = [(layout, shape) for layout in range(3) for shape in I4_SHAPES
             if shape[0] % (64 if layout == 2 else 32) == 0]
+# N with a short last block: 112 (layout 2: 64 + 48; layouts 0, 1: 96 +
+# 16), 48 (layout 2: the short block alone; 32 + 16), 208 x 384 (192 + 16,
+# 3 + 1 blocks of 64) on threads.
+I4_SHORT = [(112, 256, 32), (48, 128, 64), (208, 384, 32)]
 
 
 @pytest.mark.parametrize("layout,shape", I4_CASES,
@@ -215,6 +224,24 @@ def test_int4(isa, M, dtype, layout, shape):
         theirs = torch.ops.aten._weight_int4pack_mm_for_cpu(
             x, torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1), group, sz)
         _check(theirs, exact, bound, "torch vs exact")
+        _check(got, theirs.double(), 2 * bound, "vs torch")
+
+
+@pytest.mark.parametrize("shape", I4_SHORT, ids=[f"{n}x{k}g{g}" for n, k, g in I4_SHORT])
+@pytest.mark.parametrize("layout", range(3))
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("M", [1, 4, 17])
+@pytest.mark.parametrize("isa", HOST_ISAS)
+def test_int4_short_last_block(isa, M, dtype, layout, shape):
+    N, K, group = shape
+    xd, sd = DTYPES[dtype]
+    x, q, sz, exact, bound = _int4_case(M, N, K, group, xd, sd, M * 100 + N + layout)
+    got = _counting(isa, "int4_cpu", lambda: run_i4(x, pack_int4(q, layout), sz, group, layout))
+    _check(got, exact, bound, "vs exact")
+    if layout == HOST_LAYOUT:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
+        assert torch.equal(packed, pack_int4(q, layout))  # torch's own short block
+        theirs = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, group, sz)
         _check(got, theirs.double(), 2 * bound, "vs torch")
 
 
@@ -253,7 +280,7 @@ def test_k_zero_writes_zeros():
 BAD_I4 = {
     "layout": (dict(layout=3), "layout not 0, 1 or 2"),
     "group": (dict(group=48), "group size not a positive divisor of K"),
-    "block": (dict(n=32, layout=2), "N not a multiple of the packing's column block"),
+    "n16": (dict(n=40, layout=2), "N not a multiple of 16"),
     "flags": (dict(flags=8), "unknown flag bits"),
     "size": (dict(m=-1), "negative size"),
 }

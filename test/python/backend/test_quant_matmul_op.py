@@ -68,15 +68,19 @@ module {{
 def pack_int4(q: torch.Tensor, layout: int) -> torch.Tensor:
     """[N, K] values 0..15 -> uint8 [N, K/2] in torch's CPU `layout`
     (flex.quant_matmul's description): block nb of BN columns holds, for
-    each k, BN/2 bytes."""
+    each k, BN/2 bytes; the last N mod BN columns (N a multiple of 16) a
+    short block, for each k its bytes of column pairs 2i, 2i + 1."""
     N, K = q.shape
     bn = 64 if layout == 2 else 32
-    blocks = q.to(torch.uint8).reshape(N // bn, bn, K)
+    whole = N // bn * bn
+    blocks = q[:whole].to(torch.uint8).reshape(whole // bn, bn, K)
     if layout == 0:
         lo, hi = blocks[:, 0::2], blocks[:, 1::2]
     else:
         lo, hi = blocks[:, : bn // 2], blocks[:, bn // 2:]
-    return (lo | (hi << 4)).permute(0, 2, 1).contiguous().reshape(N, K // 2)
+    tail = q[whole:].to(torch.uint8).T  # [K, N - whole]
+    return torch.cat([(lo | (hi << 4)).permute(0, 2, 1).reshape(-1),
+                      (tail[:, 0::2] | (tail[:, 1::2] << 4)).reshape(-1)]).reshape(N, K // 2)
 
 
 def dequant_int4(q, sz, group_size):
@@ -177,6 +181,22 @@ def test_int4_packed_by_the_layout_rules(backend, layout, dtype, M, dynamic_m):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("layout", [0, 1, 2])
+@pytest.mark.parametrize("N", [48, 80])
+def test_int4_short_last_block(backend, layout, N):
+    """N a multiple of 16 but not of the block: the last N mod BN columns
+    (layout 2: 48 alone, 64 + 16; layouts 0, 1: 32 + 16, 64 + 16) packed as
+    torch packs them."""
+    M, K, group_size = 5, 64, 32
+    x, q, sz = _int4_inputs(M, K, N, group_size, torch.float32, seed=N + layout)
+    ref = x @ dequant_int4(q, sz, group_size).T
+    fn = compile_mlir(frontend_ir(M, K, N, "int4_cpu", group_size, layout, torch.float32,
+                                  torch.float32, dynamic_m=True), backend)
+    _close(run(fn, backend, "int4_cpu", x, pack_int4(q, layout).view(torch.int8), sz), ref,
+           torch.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_int4_f32_scales_with_bf16_x(backend):
     M, K, N, group_size = 4, 64, 64, 64
     x, q, sz = _int4_inputs(M, K, N, group_size, torch.bfloat16)
@@ -211,7 +231,7 @@ torch.save({"capability": out["capability"], "q": q, "packed": packed, "cases": 
 
 @pytest.fixture(scope="module", params=["default", "avx2", "avx512"])
 def torch_int4(request, tmp_path_factory):
-    M, K, N, g = 3, 128, 128, 32
+    M, K, N, g = 3, 128, 112, 32  # N = 112: a short last block in every layout
     path = str(tmp_path_factory.mktemp("int4") / f"{request.param}.pt")
     env = dict(os.environ, ATEN_CPU_CAPABILITY=request.param)
     subprocess.run([sys.executable, "-c", _TORCH_CHILD, json.dumps([M, K, N, g, path])],

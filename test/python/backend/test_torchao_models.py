@@ -242,6 +242,34 @@ def test_int4_dynamo_with_grad_mode_on(arguments, fresh):
     _check_quantized_arguments(m, arguments)
 
 
+class _ShortBlocks(torch.nn.Module):
+    """Two linears whose out_features, 80 and 48, are multiples of 16 (all
+    torch's int4 packing takes) but not of its column block (64 with
+    AVX-512, 32 else): each weight's last columns are a short block."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(64, 80), torch.nn.Linear(64, 48)
+
+    def forward(self, x):
+        return torch.cat([self.a(x), self.b(x)], dim=-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_int4_short_last_block_dynamo(dtype, arguments, fresh):
+    delta, _ = fresh
+    torch.manual_seed(0)
+    m = _quantized(_ShortBlocks().to(dtype).eval(), "int4")
+    x = torch.randn(3, 64, dtype=dtype)
+    with torch.no_grad():
+        want = m(x)
+        got = torch.compile(m, backend="torch_mlir_flex")(x)
+    _close(got, want, "int4", dtype)
+    assert delta("eager") == 0 and delta("compiled") >= 1
+    _check_quantized_arguments(m, arguments)
+    _check_fused(arguments, m, "int4")
+
+
 @pytest.mark.parametrize("config,dtype", CASES)
 def test_lm_compile(config, dtype, arguments):
     model, eager = _lm(config, dtype)

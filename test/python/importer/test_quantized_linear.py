@@ -86,6 +86,12 @@ def test_int4_against_torch(dt):
     q, packed, sz, x = _int4_case(dt)
     layout = int4_cpu_layout()
     assert torch.equal(unpack_int4(packed, 128, 128, layout), q)
+    for n in (16, 48, 80, 112):  # a short last block (N mod the block) in some layout
+        short = _int4_case(dt, n=n, seed=n)
+        assert torch.equal(unpack_int4(short[1], n, 128, layout), short[0])
+        ref = torch.ops.aten._weight_int4pack_mm_for_cpu(short[3], short[1], 32, short[2])
+        torch.testing.assert_close(quant_matmul(short[3], short[1], short[2], "int4_cpu", 32, layout).float(),
+                                   ref.float(), rtol=RTOL[dt], atol=1e-4)
     ref = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 32, sz)
     y = quant_matmul(x, packed, sz, "int4_cpu", 32, layout)
     assert y.dtype == dt
@@ -122,9 +128,10 @@ def test_op_refuses_bad_arguments(args, message):
 
 def test_op_refuses_bad_int4_shapes():
     x = torch.randn(2, 64)
-    w = torch.zeros(96, 32, dtype=torch.uint8)
-    with pytest.raises(QuantMatmulError, match="N=96 is not a multiple of layout 2's block of 64"):
-        quant_matmul(x, w, torch.ones(2, 96, 2), "int4_cpu", 32, 2)
+    with pytest.raises(QuantMatmulError, match="N=40 is not a multiple of 16"):
+        quant_matmul(x, torch.zeros(40, 32, dtype=torch.uint8), torch.ones(2, 40, 2), "int4_cpu", 32, 2)
+    w = torch.zeros(96, 32, dtype=torch.uint8)  # N = 96: 64 + a short block of 32 (accepted)
+    assert quant_matmul(x, w, torch.ones(2, 96, 2), "int4_cpu", 32, 2).shape == (2, 96)
     with pytest.raises(QuantMatmulError, match=r"scale_and_zero\) must be \[2, 96, 2\]"):
         quant_matmul(x, w, torch.ones(96, 2), "int4_cpu", 32, 1)
     with pytest.raises(QuantMatmulError, match="x has K=48"):
@@ -263,9 +270,11 @@ def test_only_the_exact_pattern(variant, rewrites):
         torch.testing.assert_close(imported.module()(x), m(x), rtol=1e-5, atol=1e-6)
 
 
-def test_int4_block_refused(monkeypatch):
-    """N not a multiple of the layout's column block: a FlexImportError
-    naming it (torch-mlir would not know the aten op either)."""
+def test_int4_n_not_multiple_of_16_refused(monkeypatch):
+    """N not a multiple of 16 (torch packs no such weight; N a multiple of
+    16 but not of the layout's block is a short last block, accepted): a
+    FlexImportError naming it (torch-mlir would not know the aten op
+    either)."""
     m = _model("int4", torch.float32, 1)
     monkeypatch.setattr(quantized_linear, "int4_cpu_layout", lambda: 2)
     x = torch.randn(3, 64)
@@ -273,8 +282,9 @@ def test_int4_block_refused(monkeypatch):
         ep = torch.export.export(m, (x,), strict=False)
     gm = copy.deepcopy(ep.graph_module)
     node = next(n for n in gm.graph.nodes if n.target == quantized_linear.INT4_MM)
-    node.meta["val"] = torch.empty(3, 96)  # N=96: a multiple of 32, not of 64
-    with pytest.raises(FlexImportError, match=r"N=96 output columns; torch's AVX512 int4 packing"):
+    node.meta["val"] = torch.empty(3, 40)
+    with pytest.raises(FlexImportError, match=r"N=40 output columns; torch's AVX512 int4 packing "
+                       r"\(layout 2\) needs a static N, a multiple of 16"):
         rewrite_quantized_linears(gm)
 
 
@@ -291,7 +301,7 @@ from torch_mlir_flex.importer.quant_op import int4_cpu_layout, quant_matmul
 from test_quantized_linear import _import, _count, _int4_case
 out = {"capability": torch.backends.cpu.get_cpu_capability(), "layout": int4_cpu_layout(), "err": {}}
 for name, dt in (("f32", torch.float32), ("bf16", torch.bfloat16)):
-    q, packed, sz, x = _int4_case(dt, seed=3)
+    q, packed, sz, x = _int4_case(dt, n=112, seed=3)  # 112: a short last block in every layout
     ref = torch.ops.aten._weight_int4pack_mm_for_cpu(x, packed, 32, sz).float()
     y = quant_matmul(x, packed, sz, "int4_cpu", 32, out["layout"]).float()
     out["err"]["op_" + name] = ((y - ref).abs().max() / ref.abs().max()).item()

@@ -2,8 +2,8 @@
 //
 // The rules of flex.quant_matmul (FlexQuantOps.td): ranks, the agreement of
 // M, N and K between the operands (checked where both sizes are static),
-// element types, and the int4 packing parameters (group size, layout, the
-// column block BN dividing N).
+// element types, and the int4 packing parameters (group size, layout, N a
+// multiple of 16).
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
@@ -12,6 +12,11 @@
 
 using namespace mlir;
 using namespace mlir::flex;
+
+/// torch's int4 CPU packing refuses N not a multiple of this; where the
+/// layout's block does not divide N the last N mod BN columns are a short
+/// block (FlexQuantOps.td).
+static constexpr int64_t kInt4NMultiple = 16;
 
 /// Two sizes that disagree while both are static.
 static bool mismatch(int64_t a, int64_t b) {
@@ -118,11 +123,10 @@ LogicalResult QuantMatmulOp::verify() {
       return emitOpError() << "int4_cpu group_size " << groupSize
                            << " must divide K (" << k << ")";
   }
-  int64_t bn = blockColumns(layout);
-  if (!ShapedType::isDynamic(n) && n % bn != 0)
-    return emitOpError() << "int4_cpu layout " << layout << " packs columns "
-                         << "in blocks of " << bn << ", which must divide N ("
-                         << n << ")";
+  if (!ShapedType::isDynamic(n) && n % kInt4NMultiple != 0)
+    return emitOpError() << "int4_cpu N (" << n << ") must be a multiple of "
+                         << kInt4NMultiple
+                         << " (torch's int4 CPU packing needs one)";
   if (mismatch(w.getDimSize(0), n) ||
       (!ShapedType::isDynamic(k) && mismatch(w.getDimSize(1), k / 2)))
     return emitOpError() << "int4_cpu w " << shapeStr(w)

@@ -42,6 +42,17 @@ func.func @int4_bf16(%x: tensor<4x128xbf16>, %w: tensor<64x64xi8>, %sz: tensor<4
 
 // -----
 
+// N = 80: one block of 64 (layout 2) and a short block of 16 columns.
+// CHECK-LABEL: func.func @int4_short_block
+// CHECK: flex.quant_matmul {format = "int4_cpu", group_size = 32 : i64, layout = 2 : i64} ins(%{{.+}}, %{{.+}}, %{{.+}} : tensor<4x64xf32>, tensor<80x32xi8>, tensor<2x80x2xf32>) outs(%{{.+}} : tensor<4x80xf32>) -> tensor<4x80xf32>
+func.func @int4_short_block(%x: tensor<4x64xf32>, %w: tensor<80x32xi8>, %sz: tensor<2x80x2xf32>, %e: tensor<4x80xf32>) -> tensor<4x80xf32> {
+  %y = flex.quant_matmul {format = "int4_cpu", group_size = 32 : i64, layout = 2 : i64}
+      ins(%x, %w, %sz : tensor<4x64xf32>, tensor<80x32xi8>, tensor<2x80x2xf32>) outs(%e : tensor<4x80xf32>) -> tensor<4x80xf32>
+  return %y : tensor<4x80xf32>
+}
+
+// -----
+
 // On memrefs: no result; bf16 x with f32 scales.
 // CHECK-LABEL: func.func @int4_memref
 // CHECK: flex.quant_matmul {format = "int4_cpu", group_size = 64 : i64, layout = 0 : i64} ins(%{{.+}}, %{{.+}}, %{{.+}} : memref<?x128xbf16>, memref<32x64xi8>, memref<2x32x2xf32>) outs(%{{.+}} : memref<?x32xbf16>){{$}}
@@ -171,11 +182,11 @@ func.func @int4_group_divides_k(%x: tensor<4x64xf32>, %w: tensor<32x32xi8>, %s: 
 
 // -----
 
-func.func @int4_block_divides_n(%x: tensor<4x64xf32>, %w: tensor<32x32xi8>, %s: tensor<2x32x2xf32>, %e: tensor<4x32xf32>) -> tensor<4x32xf32> {
-  // expected-error @+1 {{'flex.quant_matmul' op int4_cpu layout 2 packs columns in blocks of 64, which must divide N (32)}}
+func.func @int4_n_multiple_of_16(%x: tensor<4x64xf32>, %w: tensor<40x32xi8>, %s: tensor<2x40x2xf32>, %e: tensor<4x40xf32>) -> tensor<4x40xf32> {
+  // expected-error @+1 {{'flex.quant_matmul' op int4_cpu N (40) must be a multiple of 16 (torch's int4 CPU packing needs one)}}
   %y = flex.quant_matmul {format = "int4_cpu", group_size = 32 : i64, layout = 2 : i64}
-      ins(%x, %w, %s : tensor<4x64xf32>, tensor<32x32xi8>, tensor<2x32x2xf32>) outs(%e : tensor<4x32xf32>) -> tensor<4x32xf32>
-  return %y : tensor<4x32xf32>
+      ins(%x, %w, %s : tensor<4x64xf32>, tensor<40x32xi8>, tensor<2x40x2xf32>) outs(%e : tensor<4x40xf32>) -> tensor<4x40xf32>
+  return %y : tensor<4x40xf32>
 }
 
 // -----

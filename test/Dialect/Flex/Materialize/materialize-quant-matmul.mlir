@@ -105,10 +105,10 @@ func.func private @__flex_quant_matmul_0(tensor<4x64xf32>, tensor<32x64xi8>, ten
 
 // -----
 
-func.func @n_not_block_multiple(%x: tensor<4x64xf32>, %w: tensor<48x32xi8>, %sz: tensor<2x48x2xf32>) -> tensor<4x48xf32> {
-  // expected-error @+1 {{@__flex_quant_matmul_0: 'flex.quant_matmul' op int4_cpu layout 1 packs columns in blocks of 32, which must divide N (48)}}
-  %y = call @__flex_quant_matmul_0(%x, %w, %sz) : (tensor<4x64xf32>, tensor<48x32xi8>, tensor<2x48x2xf32>) -> tensor<4x48xf32>
-  return %y : tensor<4x48xf32>
+func.func @n_not_multiple_of_16(%x: tensor<4x64xf32>, %w: tensor<40x32xi8>, %sz: tensor<2x40x2xf32>) -> tensor<4x40xf32> {
+  // expected-error @+1 {{@__flex_quant_matmul_0: 'flex.quant_matmul' op int4_cpu N (40) must be a multiple of 16 (torch's int4 CPU packing needs one)}}
+  %y = call @__flex_quant_matmul_0(%x, %w, %sz) : (tensor<4x64xf32>, tensor<40x32xi8>, tensor<2x40x2xf32>) -> tensor<4x40xf32>
+  return %y : tensor<4x40xf32>
 }
-func.func private @__flex_quant_matmul_0(tensor<4x64xf32>, tensor<48x32xi8>, tensor<2x48x2xf32>) -> tensor<4x48xf32>
+func.func private @__flex_quant_matmul_0(tensor<4x64xf32>, tensor<40x32xi8>, tensor<2x40x2xf32>) -> tensor<4x40xf32>
     attributes {flex.quant.format = "int4_cpu", flex.quant.group_size = 32 : i64, flex.quant.layout = 1 : i64}

@@ -143,3 +143,43 @@ func.func @memref_left_alone(%x: memref<2x64xf32>, %w: memref<32x64xi8>, %s: mem
       ins(%x, %w, %s : memref<2x64xf32>, memref<32x64xi8>, memref<32xf32>) outs(%y : memref<2x32xf32>)
   return
 }
+
+// -----
+
+// int4 layout 2 with N = 80: block 0 as above, then a short block of the
+// last 16 columns (n >= 64): its byte of (n, k) is 64 * 32 (the whole
+// block) + k * 8 + (n % 64) / 2, the high nibble for an odd n.
+// CHECK-LABEL: func.func @int4_short_last_block
+// CHECK-DAG: %[[WHOLE:.+]] = arith.constant 2048 : index
+// CHECK-DAG: %[[C8:.+]] = arith.constant 8 : index
+// CHECK-DAG: %[[C2:.+]] = arith.constant 2 : index
+// CHECK-DAG: %[[C32:.+]] = arith.constant 32 : index
+// CHECK-DAG: %[[C64:.+]] = arith.constant 64 : index
+// CHECK-DAG: %[[C1:.+]] = arith.constant 1 : index
+// CHECK: ^bb0(%{{.+}}: f32, %{{.+}}: f32):
+// CHECK-NEXT: %[[N:.+]] = linalg.index 1 : index
+// CHECK-NEXT: %[[KI:.+]] = linalg.index 2 : index
+// CHECK-NEXT: %[[NB:.+]] = arith.divui %[[N]], %[[C64]] : index
+// CHECK-NEXT: %[[COL:.+]] = arith.remui %[[N]], %[[C64]] : index
+// CHECK-NEXT: %[[I:.+]] = arith.remui %[[COL]], %[[C32]] : index
+// CHECK-NEXT: %[[HIGH:.+]] = arith.cmpi uge, %[[COL]], %[[C32]] : index
+// CHECK-NEXT: %[[TAIL:.+]] = arith.cmpi uge, %[[N]], %[[C64]] : index
+// CHECK-NEXT: %[[PAIR:.+]] = arith.divui %[[COL]], %[[C2]] : index
+// CHECK-NEXT: %[[PAR:.+]] = arith.remui %[[COL]], %[[C2]] : index
+// CHECK-NEXT: %[[ODD:.+]] = arith.cmpi eq, %[[PAR]], %[[C1]] : index
+// CHECK-NEXT: %[[IB:.+]] = arith.select %[[TAIL]], %[[PAIR]], %[[I]] : index
+// CHECK-NEXT: %[[HI:.+]] = arith.select %[[TAIL]], %[[ODD]], %[[HIGH]] : i1
+// CHECK-NEXT: %[[KB:.+]] = arith.select %[[TAIL]], %[[C8]], %[[C32]] : index
+// CHECK-NEXT: %[[B0:.+]] = arith.muli %[[NB]], %[[WHOLE]] : index
+// CHECK-NEXT: %[[B1:.+]] = arith.muli %[[KI]], %[[KB]] : index
+// CHECK-NEXT: %[[B2:.+]] = arith.addi %[[B0]], %[[B1]] : index
+// CHECK-NEXT: %[[BYTE:.+]] = arith.addi %[[B2]], %[[IB]] : index
+// CHECK-NEXT: %[[ROW:.+]] = arith.divui %[[BYTE]], %[[C32]] : index
+// CHECK-NEXT: %[[AT:.+]] = arith.remui %[[BYTE]], %[[C32]] : index
+// CHECK-NEXT: tensor.extract %{{.+}}[%[[ROW]], %[[AT]]] : tensor<80x32xi8>
+// CHECK: arith.select %[[HI]]
+func.func @int4_short_last_block(%x: tensor<2x64xf32>, %w: tensor<80x32xi8>, %sz: tensor<2x80x2xf32>, %e: tensor<2x80xf32>) -> tensor<2x80xf32> {
+  %y = flex.quant_matmul {format = "int4_cpu", group_size = 32 : i64, layout = 2 : i64}
+      ins(%x, %w, %sz : tensor<2x64xf32>, tensor<80x32xi8>, tensor<2x80x2xf32>) outs(%e : tensor<2x80xf32>) -> tensor<2x80xf32>
+  return %y : tensor<2x80xf32>
+}

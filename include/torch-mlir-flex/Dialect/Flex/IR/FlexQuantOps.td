@@ -44,7 +44,11 @@ def Flex_QuantMatmulOp : Flex_Op<"quant_matmul", [
         `nb * 32 + i + 16`;
       * `layout = 0` (DEFAULT): `BN = 32`; low `nb * 32 + 2i`, high
         `nb * 32 + 2i + 1`.
-      `BN` divides `N`.
+      `N` is a multiple of 16 (torch packs no other). Where `BN` does not
+      divide `N`, the last `r = N mod BN` columns (16, 32 or 48) follow the
+      whole blocks as one short block, `r / 2` bytes a `k` at byte
+      `(N - r) * K / 2 + k * r / 2 + i`, low nibble column `N - r + 2i`,
+      high `N - r + 2i + 1`, in every layout.
 
     Sums are accumulated in f32 and rounded once to the result type. The op
     writes every element of `init` without reading it (destination-passing

@@ -4,7 +4,8 @@
 // of flex.quant_matmul on tensors. One linalg.generic over (m, n, k) sums
 // f32(x[m, k]) * w'[n, k] into an f32 zero fill, the weight dequantized in
 // its body (int8: sitofp; int4: the nibble of the packed byte found by the
-// layout's index arithmetic, then (q - 8) * scale + zero of its group); an
+// layout's index arithmetic, a short last block's columns in pairs, then
+// (q - 8) * scale + zero of its group); an
 // elementwise generic then applies the int8 per-channel scale and rounds
 // to the result type.
 //
@@ -28,9 +29,13 @@ Value toF32(OpBuilder &b, Location loc, Value v) {
 }
 
 /// The packed nibble q[n, k] of the int4 weight `w` ([N, K/2] bytes) in
-/// `layout`, as an f32 in [0, 15] (FlexQuantOps.td has the layouts).
+/// `layout`, as an f32 in [0, 15] (FlexQuantOps.td has the layouts). Where
+/// the block may not divide N, `tailStart` is the first column of the
+/// short last block (N - N mod BN) and `tailWidth` its columns, packed in
+/// pairs; both null where BN divides N.
 Value int4Nibble(OpBuilder &b, Location loc, Value w, Value n, Value k,
-                 Value kSize, int64_t layout) {
+                 Value kSize, int64_t layout, Value tailStart,
+                 Value tailWidth) {
   auto cst = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v).getResult();
   };
@@ -50,9 +55,30 @@ Value int4Nibble(OpBuilder &b, Location loc, Value w, Value n, Value k,
   }
   // Byte nb * K * BN/2 + k * BN/2 + i of the whole weight, as w[row, col].
   Value blockRows = arith::MulIOp::create(b, loc, nb, kSize);
-  Value rowInBlocks = arith::AddIOp::create(b, loc, blockRows, k);
-  Value rowStart = arith::MulIOp::create(b, loc, rowInBlocks, cst(half));
-  Value byte = arith::AddIOp::create(b, loc, rowStart, i);
+  Value byte;
+  if (!tailStart) {
+    Value rowInBlocks = arith::AddIOp::create(b, loc, blockRows, k);
+    Value rowStart = arith::MulIOp::create(b, loc, rowInBlocks, cst(half));
+    byte = arith::AddIOp::create(b, loc, rowStart, i);
+  } else {
+    // In the short block: byte nb * K * BN/2 + k * width/2 + col / 2, the
+    // high nibble for an odd col.
+    Value tail = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, n,
+                                       tailStart);
+    Value pairByte = arith::DivUIOp::create(b, loc, col, cst(2));
+    Value odd = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(b, loc, col, cst(2)), cst(1));
+    i = arith::SelectOp::create(b, loc, tail, pairByte, i);
+    high = arith::SelectOp::create(b, loc, tail, odd, high);
+    Value kBytes = arith::SelectOp::create(
+        b, loc, tail, arith::DivUIOp::create(b, loc, tailWidth, cst(2)),
+        cst(half));
+    Value blockStart = arith::MulIOp::create(b, loc, blockRows, cst(half));
+    Value rowStart = arith::AddIOp::create(
+        b, loc, blockStart, arith::MulIOp::create(b, loc, k, kBytes));
+    byte = arith::AddIOp::create(b, loc, rowStart, i);
+  }
   Value rowBytes = arith::DivUIOp::create(b, loc, kSize, cst(2));
   Value row = arith::DivUIOp::create(b, loc, byte, rowBytes);
   Value at = arith::RemUIOp::create(b, loc, byte, rowBytes);
@@ -95,6 +121,19 @@ void lower(flex::QuantMatmulOp op, RewriterBase &rewriter) {
   Value acc =
       linalg::FillOp::create(rewriter, loc, zero, accInit).getResult(0);
   Value kSize = tensor::DimOp::create(rewriter, loc, x, 1);
+  // int4 with a short last block (BN not dividing N, or N unknown here).
+  Value tailStart, tailWidth;
+  if (int4) {
+    int64_t bn = flex::QuantMatmulOp::blockColumns(layout);
+    int64_t nStatic = cast<ShapedType>(w.getType()).getDimSize(0);
+    if (ShapedType::isDynamic(nStatic) || nStatic % bn != 0) {
+      Value nSize = tensor::DimOp::create(rewriter, loc, w, 0);
+      tailWidth = arith::RemUIOp::create(
+          rewriter, loc, nSize,
+          arith::ConstantIndexOp::create(rewriter, loc, bn));
+      tailStart = arith::SubIOp::create(rewriter, loc, nSize, tailWidth);
+    }
+  }
 
   AffineExpr m, n, k;
   bindDims(ctx, m, n, k);
@@ -121,7 +160,8 @@ void lower(flex::QuantMatmulOp op, RewriterBase &rewriter) {
         } else {
           Value ni = linalg::IndexOp::create(b, l, 1);
           Value ki = linalg::IndexOp::create(b, l, 2);
-          Value q = int4Nibble(b, l, w, ni, ki, kSize, layout);
+          Value q = int4Nibble(b, l, w, ni, ki, kSize, layout, tailStart,
+                               tailWidth);
           Value g = arith::DivUIOp::create(
               b, l, ki, arith::ConstantIndexOp::create(b, l, groupSize));
           Value c0 = arith::ConstantIndexOp::create(b, l, 0);

@@ -248,6 +248,9 @@ TILED_STAGES = (
           "flex.attention_backward as the tiled FA2 backward (Backward/FlexBackwardToFlash.cpp); "
           "ops it leaves keep flex-to-loops' reference"),
     Stage("simplify", "canonicalize,cse", "fold and deduplicate what the flash lowering built"),
+    Stage("fuse-dequantize-into-blocks", "func.func(flex-fuse-dequantize-into-blocks)",
+          "after simplify: an int8 K/V (sitofp * scale: hf.generator's int8 KV cache) "
+          "dequantized per key block inside flex-to-flash's loop, no f32 copy of the cache"),
     Stage("fuse-elementwise", "func.func(flex-fuse-elementwise),canonicalize,cse",
           "fuse_elementwise: elementwise chains fused into their consumers (not into "
           "contractions, nor inside the flash tiles), intermediates never written out",

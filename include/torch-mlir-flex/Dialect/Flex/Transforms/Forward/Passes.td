@@ -194,4 +194,38 @@ def FlexDecomposeOnlineAttention
                            "::mlir::x86vector::X86VectorDialect"];
 }
 
+def FlexFuseDequantizeIntoBlocks
+    : Pass<"flex-fuse-dequantize-into-blocks", "func::FuncOp"> {
+  let summary = "Dequantize an int8 K/V per key block inside the flash loop";
+  let description = [{
+    Runs after flex-to-flash. An elementwise linalg.generic with a float
+    result that reads an integer tensor (directly or through other such
+    generics: `sitofp(k_i8) * scale[b, h, n]`, an int8 KV cache) and whose
+    every user is a unit-stride tensor.extract_slice (the key blocks the
+    flash loop reads, the padded last block) is tiled to each slice
+    (upstream `tensor::replaceExtractSliceWithTiledProducer`): the block is
+    computed from the same slice of its inputs, its init is a tensor.empty
+    of the block's size, and the whole-tensor generic is erased. Decode
+    then reads the int8 bytes inside the key-block loop and dequantizes one
+    block into a small f32 tile; no f32 copy of the whole cache exists.
+    A producer with any other user (e.g. the transposed K copy of a
+    prefill) is left as it is: dequantized once per op.
+
+    ```mlir
+    %kf = linalg.generic ins(%k_i8, %scale) ... sitofp, mulf ... -> tensor<1x2x300x64xf32>
+    scf.for %j ... { %blk = tensor.extract_slice %kf[0, %h, %n0, 0] [1, 1, 128, 64] ... }
+    ==>
+    scf.for %j ... {
+      %ki = tensor.extract_slice %k_i8[0, %h, %n0, 0] [1, 1, 128, 64] ...
+      %si = tensor.extract_slice %scale[0, %h, %n0] [1, 1, 128] ...
+      %e = tensor.empty() : tensor<1x1x128x64xf32>
+      %b = linalg.generic ins(%ki, %si) outs(%e) ... sitofp, mulf ...
+      %blk = tensor.extract_slice %b[0, 0, 0, 0] [1, 1, 128, 64] ... to tensor<128x64xf32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FORWARD_PASSES

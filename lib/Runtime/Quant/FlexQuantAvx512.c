@@ -12,7 +12,8 @@
  *     broadcast x[m,k] into sums per group; per group the high nibbles'
  *     sums taken out of the bytes', the sums put in column order, then s *
  *     sum + (z - 8 s) * xsum (the scale/zero pairs deinterleaved by
- *     VPERMT2PS; the next group's prefetched). One core, weights in cache
+ *     VPERMT2PS; prefetching the next groups' scales made a product from
+ *     memory up to 2x slower here). One core, weights in cache
  *     (Zen 5): 50 -> 68 G weights/s at one row of x.
  * The int8 dot-product instructions (VNNI) are not used: they take int8
  * (or uint8) x, and x here is f32 (or bf16), whose quantization would
@@ -158,11 +159,6 @@ FLEX_AVX512_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R
     for (int v = 0; v < V; ++v)
       y[m][v] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
-    /* The next group's scales and zeros (a row of sz away: too far apart
-       for the hardware prefetcher to follow). */
-    if (g + 1 < groups)
-      for (int v = 0; v < BN * 2 * (c->s_bf16 ? 2 : 4); v += 64)
-        __builtin_prefetch((const char *)c->s + ((g + 1) * N + n_base) * 2 * (c->s_bf16 ? 2 : 4) + v, 0, 3);
     /* U sets of sums, k by k in turn, where R * V sums alone are too few
        FMA chains (each an FMA's latency a k). */
     __m512 acc[2][FLEX_QUANT_ROWS][MAXV];

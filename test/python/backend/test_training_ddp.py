@@ -8,7 +8,8 @@ import sys
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
-import torch.multiprocessing as mp
+
+import gloo_ranks
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # test_training_loop, here and in the spawned workers
@@ -35,7 +36,6 @@ def _block_mask():
 
 
 def _worker(rank, store_path, out_dir):
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from torch_mlir_flex import dynamo
@@ -43,8 +43,7 @@ def _worker(rank, store_path, out_dir):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
     dynamo.register()
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=WORLD)
-    try:
+    with gloo_ranks.process_group(rank, WORLD, store_path):
         model, ids, targets = _model_and_data()
         shard = slice(2 * rank, 2 * rank + 2)
         ddp = DDP(model)
@@ -53,32 +52,13 @@ def _worker(rank, store_path, out_dir):
         loss.backward()
         grads = {n: p.grad for n, p in model.named_parameters()}
         torch.save({"grads": grads, "stats": dict(dynamo.stats)}, os.path.join(out_dir, f"rank{rank}.pt"))
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-    # The DDP Reducer holds the last reference to the gloo process group;
-    # its destructor (run with the GIL held) waits for the gloo worker
-    # thread, which may itself wait for the GIL to release a finished
-    # all-reduce (torch's pytorch/pytorch#56297 deadlock: 1 run in 3 hung
-    # here). The results are saved: leave without running destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    gloo_ranks.leave()
 
 
 def test_ddp_gradients_equal_one_process(tmp_path):
     from torch_mlir_flex import dynamo
 
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(r, str(tmp_path / "store"), str(tmp_path))) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=600)
-    for p in procs:
-        if p.exitcode is None:
-            p.kill()  # hung: leave no process behind
-    assert [p.exitcode for p in procs] == [0] * WORLD, "worker exit codes (None: hung, killed after 600 s)"
+    gloo_ranks.run(_worker, WORLD, tmp_path)
 
     dynamo.register()
     torch._dynamo.reset()

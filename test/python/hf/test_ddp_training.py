@@ -18,13 +18,13 @@ as torch documents it, `torch.compile(DDP(model), backend="torch_mlir_flex")`,
 """
 
 import os
-import sys
 
 import pytest
 
 import torch_mlir_flex  # noqa: F401  (before torch_mlir)
 import torch
-import torch.multiprocessing as mp
+
+import gloo_ranks
 
 pytest.importorskip("transformers")
 
@@ -80,24 +80,14 @@ def _train_ddp(attn, rank):
 
 
 def _worker(rank, store_path, out_dir):
-    import torch.distributed as dist
-
     from torch_mlir_flex import dynamo
 
     torch.set_num_threads(1)
     dynamo.register()
-    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=WORLD)
-    try:
+    with gloo_ranks.process_group(rank, WORLD, store_path):
         results = {attn: _train_ddp(attn, rank) for attn in ATTNS}
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-        dist.barrier()
-    finally:
-        dist.destroy_process_group()
-    # Leave without destructors: the DDP Reducer's can deadlock with gloo's
-    # worker thread (pytorch#56297; docs/robustness.md row 15).
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    gloo_ranks.leave()
 
 
 def _eager_reference():
@@ -122,17 +112,7 @@ def _eager_reference():
 
 
 def test_ddp_whole_model_equals_one_process(tmp_path):
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(r, str(tmp_path / "store"), str(tmp_path))) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    want_losses, want_params = _eager_reference()  # while the workers run
-    for p in procs:
-        p.join(timeout=600)
-    for p in procs:
-        if p.exitcode is None:
-            p.kill()  # hung: leave no process behind
-    assert [p.exitcode for p in procs] == [0] * WORLD, "worker exit codes (None: hung, killed after 600 s)"
+    want_losses, want_params = gloo_ranks.run(_worker, WORLD, tmp_path, meanwhile=_eager_reference)
 
     initial = dict(_llama("sdpa").named_parameters())
     got = [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]

@@ -12,9 +12,9 @@
  * bound is $FLEX_ALLOC_CACHE_MB (default 1024; 0 keeps nothing), read once.
  * Such blocks are mapped and unmapped here (mmap), not taken from glibc: a
  * block freed past the bound goes back to the kernel at once, where glibc,
- * whose mmap threshold rises to 32 MiB after the first large free, kept it
- * in its heap, resident and unused (330 MiB after the steps of a 4-layer
- * Llama's training: docs/training.md).
+ * whose mmap threshold rises (up to 32 MiB) with each large block it
+ * unmaps, kept blocks below it in its heap, resident and unused while a
+ * later allocation holds the heap's top (test_runtime_heap_bound.py).
  *
  * Every block carries a header before the pointer returned, so free knows
  * its size; pointers are aligned to at least 64 bytes.

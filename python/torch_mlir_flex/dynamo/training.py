@@ -134,7 +134,7 @@ def real_examples(fakes: List) -> List:
     or writes them, and the export reads none. A backward graph's examples
     are a copy of every activation the forward saved: zero-filled, they
     were resident while it compiled, with the activations themselves
-    (about 300 MiB of the first step's peak for a 4-layer Llama)."""
+    (about 250 MiB of the first step's peak for a 4-layer Llama)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 

@@ -26,7 +26,7 @@ pytest.importorskip("transformers")
 
 from transformers import (  # noqa: E402
     CompileConfig, ContinuousBatchingConfig, Gemma2Config, Gemma2ForCausalLM, GenerationConfig,
-    LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+    LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 from transformers.generation.continuous_batching.utils import build_attention_mask  # noqa: E402
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
 from transformers.models.gemma2.modeling_gemma2 import (  # noqa: E402
@@ -44,10 +44,12 @@ NEW = 8
 
 
 GEMMA2 = "gemma2"  # _model's Gemma2-like model: sliding and full layers, softcap
+QWEN2 = "qwen2"  # _model's Qwen2: a full layer, then a sliding one
 
 
 def _model(sliding_window=None):
-    """Llama (full layers), Mistral with a window (all layers sliding) or,
+    """Llama (full layers), Mistral with a window (all layers sliding), for
+    QWEN2 a Qwen2 (layer 0 full, layer 1 sliding with a 12-token window) or,
     for GEMMA2, a Gemma2 (layer 0 sliding with a 12-token window, layer 1
     full; attention softcap 2.0 on scores of scale 1, so it changes them)."""
     torch.manual_seed(0)
@@ -59,6 +61,9 @@ def _model(sliding_window=None):
         cfg = Gemma2Config(**common, head_dim=16, sliding_window=12, attn_logit_softcapping=2.0,
                            final_logit_softcapping=None, query_pre_attn_scalar=1)
         cls = Gemma2ForCausalLM
+    elif sliding_window == QWEN2:
+        cfg = Qwen2Config(**common, use_sliding_window=True, sliding_window=12, max_window_layers=1)
+        cls = Qwen2ForCausalLM
     else:
         cfg, cls = MistralConfig(**common, head_dim=16, sliding_window=sliding_window), MistralForCausalLM
     return cls._from_config(cfg, attn_implementation=_reference_attention(cfg), dtype=torch.float32).eval()
@@ -108,10 +113,11 @@ def test_generate_batch_eager(page_size):
     assert _generate_batch(model, prompts, page_size) == want
 
 
-@pytest.mark.parametrize("window,page_size", [(12, 8), (12, 4), (GEMMA2, 8)])
+@pytest.mark.parametrize("window,page_size", [(12, 8), (12, 4), (GEMMA2, 8), (QWEN2, 4)])
 def test_generate_batch_sliding_window_eager(window, page_size):
     """Sliding-window layers read their ring buffer in place (12 slots per
-    request: 2 pages of 8, the second half used, or 3 pages of 4)."""
+    request: 2 pages of 8, the second half used, or 3 pages of 4), alone or
+    beside full layers."""
     model, prompts = _model(window), _prompts()
     want = _reference(model, prompts)
     assert _generate_batch(model, prompts, page_size) == want

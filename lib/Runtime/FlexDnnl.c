@@ -1,14 +1,17 @@
-/*===- FlexDnnl.c - bf16 products on oneDNN's matmul primitive ------------===*
+/*===- FlexDnnl.c - bf16 and f32 products on oneDNN's matmul primitive ---===*
  *
  * oneDNN (the `onednn-cpu-gomp` wheel, loaded by backend/blas.py) runs bf16
  * products with AVX512-BF16 or AMX instructions, where MKL's
- * cblas_gemm_bf16bf16f32 reached 0.2-0.6 of that rate (docs/dense-ops.md).
+ * cblas_gemm_bf16bf16f32 reached 0.2-0.6 of that rate, and f32 products
+ * with AVX-512 where torch's MKL picks its AVX2 kernel on AMD hosts
+ * (docs/dense-ops.md). Each dtype is enabled on its own
+ * (flex_runtime_dnnl_use), as backend/blas.py chooses per host.
  * Only its C API is used, through function pointers handed over by
  * flex_runtime_set_dnnl in the order of `Fn` below; the few types and
  * constants of that API are declared here.
  *
- * A matmul primitive is created once per (shape, strides, output type,
- * accumulation) and kept in a small table; each call wraps the caller's
+ * A matmul primitive is created once per (input type, shape, strides,
+ * output type, accumulation) and kept in a small table; each call wraps the caller's
  * pointers in memory objects and executes it on a stream of its thread.
  * Accumulation (C += A B) is oneDNN's "sum" post-op; a bf16 C is rounded
  * once, from the f32 accumulator, by the primitive itself.
@@ -81,10 +84,29 @@ static Handle g_engine;
 static int g_ready;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread Handle t_stream;
-static int64_t g_products; /* run on oneDNN, for tests */
+/* Products run on oneDNN, by input type (0: f32, 1: bf16), for tests. */
+static int64_t g_products[2];
+/* Whether oneDNN runs the products of each input type (0: f32, 1: bf16). */
+static int g_use[2];
 
 int64_t flex_runtime_dnnl_products(void) {
-  return __atomic_load_n(&g_products, __ATOMIC_RELAXED);
+  return __atomic_load_n(&g_products[0], __ATOMIC_RELAXED) +
+         __atomic_load_n(&g_products[1], __ATOMIC_RELAXED);
+}
+
+int64_t flex_runtime_dnnl_products_of(int in_bf16) {
+  return __atomic_load_n(&g_products[in_bf16 != 0], __ATOMIC_RELAXED);
+}
+
+/* Which input types oneDNN runs from now on (once handed over); the
+ * others go to the BLAS. None until the first call. */
+void flex_runtime_dnnl_use(int f32, int bf16) {
+  __atomic_store_n(&g_use[0], f32 != 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_use[1], bf16 != 0, __ATOMIC_RELAXED);
+}
+
+int flex_runtime_dnnl_uses(int in_bf16) {
+  return g_ready && __atomic_load_n(&g_use[in_bf16 != 0], __ATOMIC_RELAXED);
 }
 
 /* Returns 1 when every function is there and a CPU engine was created. */
@@ -95,7 +117,7 @@ int flex_runtime_set_dnnl(void *const *fns, int n) {
     if (!fns[i])
       return 0;
   memcpy(&api, fns, sizeof(api));
-  if (api.engine_create(&g_engine, DNNL_CPU, 0) != DNNL_SUCCESS)
+  if (!g_engine && api.engine_create(&g_engine, DNNL_CPU, 0) != DNNL_SUCCESS)
     return 0;
   g_ready = 1;
   return 1;
@@ -103,7 +125,7 @@ int flex_runtime_set_dnnl(void *const *fns, int n) {
 
 /* One cached primitive: the key is the product's description. A NULL
  * primitive records that oneDNN declined it (the BLAS runs it). */
-enum { KEY_LEN = 15, CACHE_SIZE = 512 };
+enum { KEY_LEN = 16, CACHE_SIZE = 512 };
 typedef struct {
   int64_t key[KEY_LEN];
   Handle primitive, md[3];
@@ -147,7 +169,8 @@ static Handle create(const int64_t *key, Handle *md) {
       !layout(batch, M, N, key[10], key[11], key[12], dims[2], strides[2]) ||
       dims[2][0] != batch)
     return NULL;
-  int types[3] = {DT_BF16, DT_BF16, key[13] ? DT_BF16 : DT_F32};
+  int in = key[15] ? DT_BF16 : DT_F32;
+  int types[3] = {in, in, key[13] ? DT_BF16 : DT_F32};
   for (int i = 0; i < 3; ++i)
     if (api.md_create_with_strides(&md[i], 3, dims[i], types[i],
                                    strides[i]) != DNNL_SUCCESS)
@@ -194,16 +217,18 @@ static Entry *lookup(const int64_t *key) {
   return e;
 }
 
-int flex_dnnl_bf16_product(int64_t batch, int64_t M, int64_t N, int64_t K,
-                           const void *a, int64_t sab, int64_t sam,
-                           int64_t sak, const void *b, int64_t sbb,
-                           int64_t sbk, int64_t sbn, void *c, int64_t scb,
-                           int64_t scm, int64_t scn, int out_bf16,
-                           int accumulate) {
-  if (!g_ready || batch <= 0 || M <= 0 || N <= 0 || K <= 0)
+int flex_dnnl_product(int in_bf16, int64_t batch, int64_t M, int64_t N,
+                      int64_t K, const void *a, int64_t sab, int64_t sam,
+                      int64_t sak, const void *b, int64_t sbb, int64_t sbk,
+                      int64_t sbn, void *c, int64_t scb, int64_t scm,
+                      int64_t scn, int out_bf16, int accumulate) {
+  in_bf16 = in_bf16 != 0;
+  if (!flex_runtime_dnnl_uses(in_bf16) || batch <= 0 || M <= 0 || N <= 0 ||
+      K <= 0 || (!in_bf16 && out_bf16))
     return 0;
-  int64_t key[KEY_LEN] = {batch, M,   N,   K,   sab, sam,      sak,       sbb,
-                          sbk,   sbn, scb, scm, scn, out_bf16, accumulate};
+  int64_t key[KEY_LEN] = {batch, M,   N,   K,   sab, sam,      sak,
+                          sbb,   sbk, sbn, scb, scm, scn, out_bf16 != 0,
+                          accumulate != 0, in_bf16};
   Entry *e = lookup(key);
   if (!e || !e->primitive)
     return 0;
@@ -228,6 +253,6 @@ int flex_dnnl_bf16_product(int64_t batch, int64_t M, int64_t N, int64_t K,
     if (mem[i])
       api.memory_destroy(mem[i]);
   if (ok)
-    __atomic_fetch_add(&g_products, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&g_products[in_bf16], 1, __ATOMIC_RELAXED);
   return ok;
 }

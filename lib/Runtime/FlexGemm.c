@@ -12,8 +12,9 @@
  * s1 == 1, else it is first copied into a packed buffer. A row-major C
  * (column stride 1) is computed as C^T = B^T A^T. A bf16 C is computed in a
  * f32 buffer and rounded (to nearest even) into place. Where oneDNN was
- * handed over (a CPU with AVX512-BF16 or AMX, FlexDnnl.c), bf16 products
- * run on it and only those it declines reach the BLAS. Products of up to
+ * handed over and enabled for the input type (FlexDnnl.c: bf16 on a CPU
+ * with AVX512-BF16 or AMX, f32 on one with AVX-512), the products run on
+ * it and only those it declines reach the BLAS. Products of up to
  * FLEX_GEMV_MAX_ROWS rows by a matrix with contiguous rows run on
  * Gemv/FlexGemv.c (f32 and bf16, on the kernels of the CPU's ISA), and so
  * do products of up to SKINNY_MAX_ROWS rows by a weight too large for the
@@ -271,7 +272,8 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
   /* A few rows times a weight with contiguous rows (a token, or one per
    * sequence of a decode batch, through a linear layer) run on
    * Gemv/FlexGemv.c, f32 and bf16 on every CPU (never on the BLAS's
-   * one-thread GEMV). oneDNN (bf16) or the BLAS runs the others, and a
+   * one-thread GEMV). oneDNN (where enabled for the input type: bf16 with
+   * bf16 dot products, f32 with AVX-512) or the BLAS runs the others, and a
    * batch entry the kernel declines (so that no entry is computed, or
    * accumulated into C, twice). */
   int skinny = M <= SKINNY_MAX_ROWS &&
@@ -291,10 +293,9 @@ static void batched(int bf16, int64_t batch, int64_t M, int64_t N, int64_t K,
   batch -= done;
   if (batch == 0)
     return;
-  if (bf16 && flex_dnnl_bf16_product(batch, M, N, K, a, sab, sam, sak, b, sbb,
-                                     sbk, sbn, c, scb, scm, scn,
-                                     (flags & OUTPUT_BF16) != 0,
-                                     flags & ACCUMULATE))
+  if (flex_dnnl_product(bf16, batch, M, N, K, a, sab, sam, sak, b, sbb, sbk,
+                        sbn, c, scb, scm, scn, (flags & OUTPUT_BF16) != 0,
+                        flags & ACCUMULATE))
     return;
   if (bf16 ? !g_bf16_gemm : !g_sgemm) {
     g_missing_blas = 1;

@@ -17,6 +17,13 @@ oneDNN is the pinned `onednn-cpu-gomp` wheel (its C API only, found through
 the wheel's file list); `$FLEX_BF16_GEMM` = `onednn` / `blas` forces the
 choice. `bf16_gemm_library()` says which one this process uses.
 
+f32 products run on oneDNN too where the host has AVX-512 (AVX512F, BW,
+VL, DQ: oneDNN's `avx512_core` kernels, AMX hosts included) and the runtime
+ISA is not capped below it: torch's MKL picks its AVX2 kernel on AMD hosts
+(2.2-2.5x slower there, docs/dense-ops.md). AVX2-only hosts keep MKL's
+`sgemm`. `$FLEX_F32_GEMM` = `onednn` / `blas` forces the choice;
+`f32_gemm_library()` says which one this process uses.
+
 Products of up to four rows by a weight with contiguous rows (decode) run
 on the runtime's own kernels instead (lib/Runtime/Gemv/), f32 and bf16, on
 every CPU: one kernel file per ISA, chosen from the CPU's features.
@@ -51,6 +58,9 @@ ALLOC_FUNCTIONS = ("_mlir_memref_to_llvm_alloc", "_mlir_memref_to_llvm_aligned_a
                    "_mlir_memref_to_llvm_free")
 BLAS_ENV = "FLEX_BLAS_LIB"
 BF16_ENV = "FLEX_BF16_GEMM"
+F32_ENV = "FLEX_F32_GEMM"
+# The CPU flags of oneDNN's AVX-512 f32 matmul kernels (its avx512_core).
+AVX512_CORE_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
 RUNTIME_ISA_ENV = "TORCH_MLIR_FLEX_RUNTIME_ISA"
 DNNL_DIST = "onednn-cpu-gomp"
 # oneDNN's C API functions that lib/Runtime/FlexDnnl.c calls, in its order.
@@ -64,6 +74,8 @@ DNNL_FUNCTIONS = (
 
 _runtime = None
 _bf16_library = None
+_f32_library = None
+_dnnl_handed = None  # None: not tried; else (handed over?, why not)
 
 
 def runtime_library_path() -> str:
@@ -104,43 +116,91 @@ def dnnl_library_path():
     return None
 
 
-def _hand_over_dnnl(rt) -> bool:
-    """Gives the runtime oneDNN's functions; False (the BLAS runs bf16) when
-    not asked for, not installed or not loadable."""
-    choice = os.environ.get(BF16_ENV, "").strip().lower()
+def _hand_over_dnnl():
+    """Gives the runtime oneDNN's functions once per process; returns
+    (handed over?, why not)."""
+    global _dnnl_handed
+    if _dnnl_handed is None:
+        path = dnnl_library_path()
+        try:
+            if path is None:
+                raise OSError(f"the {DNNL_DIST} wheel is not installed")
+            lib = ctypes.CDLL(path)
+            fns = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in DNNL_FUNCTIONS]
+        except (OSError, AttributeError) as e:
+            _dnnl_handed = (False, str(e))
+        else:
+            table = (ctypes.c_void_p * len(fns))(*fns)
+            _runtime.flex_runtime_set_dnnl.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            ok = bool(_runtime.flex_runtime_set_dnnl(table, len(fns)))
+            _dnnl_handed = (ok, "" if ok else "its CPU engine could not be created")
+    return _dnnl_handed
+
+
+def _choose(env: str, default_onednn) -> str:
+    """'onednn' or 'blas' for the products whose choice `$env` forces;
+    `default_onednn()` decides without it. oneDNN is handed over when
+    chosen; a forced oneDNN that cannot be used is an error, a default one
+    falls back to the BLAS."""
+    choice = os.environ.get(env, "").strip().lower()
     if choice not in ("", "onednn", "blas"):
-        raise FlexBackendError(f"{BF16_ENV}={choice!r}: expected 'onednn' or 'blas'")
-    if choice == "blas" or (choice == "" and not host_has_bf16_dot()):
-        return False
-    path = dnnl_library_path()
-    try:
-        if path is None:
-            raise OSError(f"the {DNNL_DIST} wheel is not installed")
-        lib = ctypes.CDLL(path)
-        fns = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in DNNL_FUNCTIONS]
-    except (OSError, AttributeError) as e:
-        if choice == "onednn":
-            raise FlexBackendError(f"{BF16_ENV}=onednn but oneDNN cannot be used: {e}") from None
-        return False
-    table = (ctypes.c_void_p * len(fns))(*fns)
-    rt.flex_runtime_set_dnnl.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    return bool(rt.flex_runtime_set_dnnl(table, len(fns)))
+        raise FlexBackendError(f"{env}={choice!r}: expected 'onednn' or 'blas'")
+    if choice == "blas" or (choice == "" and not default_onednn()):
+        return "blas"
+    ok, why = _hand_over_dnnl()
+    if not ok and choice == "onednn":
+        raise FlexBackendError(f"{env}=onednn but oneDNN cannot be used: {why}")
+    return "onednn" if ok else "blas"
+
+
+def _enable_dnnl() -> None:
+    """Tells the runtime which input types oneDNN runs (those chosen so far)."""
+    if _dnnl_handed and _dnnl_handed[0]:
+        fn = _runtime.flex_runtime_dnnl_use
+        fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], None
+        fn(int(_f32_library == "onednn"), int(_bf16_library == "onednn"))
 
 
 def bf16_gemm_library() -> str:
     """'onednn' or 'blas': what runs this process's bf16 products. oneDNN
     is loaded then, at the latest (else by the first module with a bf16
-    product: f32 models do not map it)."""
+    product)."""
     global _bf16_library
     runtime_library()
     if _bf16_library is None:
-        _bf16_library = "onednn" if _hand_over_dnnl(_runtime) else "blas"
+        _bf16_library = _choose(BF16_ENV, host_has_bf16_dot)
+        _enable_dnnl()
     return _bf16_library
 
 
-def dnnl_products() -> int:
-    """How many products oneDNN has run in this process."""
-    return _runtime_count("flex_runtime_dnnl_products")
+def host_has_avx512_f32() -> bool:
+    """Whether oneDNN runs f32 products here with AVX-512 (its avx512_core
+    kernels): the CPU's flags, and the runtime ISA not capped below
+    AVX-512 (`$TORCH_MLIR_FLEX_RUNTIME_ISA`, `$TORCH_MLIR_FLEX_ISA`)."""
+    from .cpu_features import host_cpu_flags
+
+    return AVX512_CORE_FLAGS <= host_cpu_flags() and runtime_isa() == "avx512"
+
+
+def f32_gemm_library() -> str:
+    """'onednn' or 'blas': what runs this process's f32 products (but the
+    few-row ones, on the runtime's own kernels). Chosen once per process,
+    at the latest by the first module with an f32 product."""
+    global _f32_library
+    runtime_library()
+    if _f32_library is None:
+        _f32_library = _choose(F32_ENV, host_has_avx512_f32)
+        _enable_dnnl()
+    return _f32_library
+
+
+def dnnl_products(dtype=None) -> int:
+    """How many products oneDNN has run in this process: all, or those of
+    one input dtype (torch.float32 or torch.bfloat16)."""
+    if dtype is None:
+        return _runtime_count("flex_runtime_dnnl_products")
+    fn = _runtime_fn("flex_runtime_dnnl_products_of", ctypes.c_int64, [ctypes.c_int])
+    return fn(_bf16_flag(dtype))
 
 
 def gemv_products(isa=None, dtype=None) -> int:
@@ -365,11 +425,13 @@ def _declared(module) -> set:
 def calls_runtime(module) -> bool:
     """Whether the lowered `module` (LLVM dialect) declares a function of the
     runtime library (a GEMM, a quantized product or the heap functions);
-    for a bf16 GEMM, the library behind it (oneDNN or the BLAS) is chosen
-    now."""
+    for a bf16 or f32 GEMM, the library behind it (oneDNN or the BLAS) is
+    chosen now."""
     declared = _declared(module)
     if "flex_gemm_bf16" in declared:
         bf16_gemm_library()
+    if "flex_gemm_f32" in declared:
+        f32_gemm_library()
     return not declared.isdisjoint(GEMM_FUNCTIONS + QUANT_FUNCTIONS + INT8_GEMM_FUNCTIONS +
                                    ALLOC_FUNCTIONS)
 

@@ -65,7 +65,11 @@ def _assert_matches(got, expected):
         scale = max(expected.float().abs().max().item(), 1.0)
         torch.testing.assert_close(got.float(), expected.float(), rtol=2e-2, atol=2e-2 * scale)
     else:
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+        # f32: eager's MKL and oneDNN (AVX-512 hosts, backend/blas.py) sum
+        # in different orders; both stay far inside the f32 summation
+        # bound, about 1e-6 of the output's magnitude at K = 512.
+        scale = max(expected.abs().max().item(), 1.0)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * scale)
 
 
 def _compile_checked(model, args, gemm=None, **kw):

@@ -11,8 +11,9 @@
  * constants of that API are declared here.
  *
  * A matmul primitive is created once per (input type, shape, strides,
- * output type, accumulation) and kept in a small table; each call wraps the caller's
- * pointers in memory objects and executes it on a stream of its thread.
+ * output type, accumulation) and kept in a small table; each call wraps
+ * the caller's pointers in memory objects and executes it on a stream of
+ * its thread.
  * Accumulation (C += A B) is oneDNN's "sum" post-op; a bf16 C is rounded
  * once, from the f32 accumulator, by the primitive itself.
  *

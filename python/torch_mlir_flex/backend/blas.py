@@ -20,7 +20,7 @@ choice. `bf16_gemm_library()` says which one this process uses.
 f32 products run on oneDNN too where the host has AVX-512 (AVX512F, BW,
 VL, DQ: oneDNN's `avx512_core` kernels, AMX hosts included) and the runtime
 ISA is not capped below it: torch's MKL picks its AVX2 kernel on AMD hosts
-(2-2.9x slower there on the models' shapes, docs/dense-ops.md). AVX2-only
+(1.8-2.9x slower there on the models' shapes, docs/dense-ops.md). AVX2-only
 hosts keep MKL's `sgemm`. `$FLEX_F32_GEMM` = `onednn` / `blas` forces the
 choice; `f32_gemm_library()` says which one this process uses.
 

@@ -29,7 +29,7 @@ SMOKE = os.path.join(ROOT, "test", "robustness", "avx2_smoke.py")
 def _run_smoke(tmp_path):
     env = dict(os.environ, TORCH_MLIR_FLEX_CACHE_DIR=str(tmp_path / "cache"))
     for name in ("TORCH_MLIR_FLEX_ISA", "TORCH_MLIR_FLEX_RUNTIME_ISA", "TORCH_MLIR_FLEX_BF16_DOT",
-                 "TORCH_MLIR_FLEX_AMX", "FLEX_BF16_GEMM", "FLEX_GEMV"):
+                 "TORCH_MLIR_FLEX_AMX", "FLEX_BF16_GEMM", "FLEX_F32_GEMM", "FLEX_GEMV"):
         env.pop(name, None)
     (tmp_path / "cache").mkdir(mode=0o700)
     return subprocess.run(["bash", SCRIPT, "--python", SMOKE], env=env, capture_output=True, text=True,

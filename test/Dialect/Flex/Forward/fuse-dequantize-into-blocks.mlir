@@ -5,25 +5,32 @@
 // sitofp(k) * scale[b, h, n] (two generics, as torch-mlir emits
 // `k.to(f32) * scale[..., None]`) reaches flex.attention's key-block loop as
 // int8: each block is sliced from the int8 tensor and its scales and
-// dequantized there into a [1, 1, Nt, E] tile (one generic: the chain is
-// fused first); the padded last block (N = 300, Nt = 128) is dequantized
+// dequantized there into a [1, 1, Nt, E] tile, one vector row at a time
+// (the chain is fused into one generic first); the padded last block (N = 300, Nt = 128) is dequantized
 // from its 44 rows before the loop. No f32 tensor of the whole cache is
 // left, nor allocated after bufferization.
 
 // CHECK-LABEL: func.func @decode_int8
 // CHECK-NOT: tensor<1x2x300x64xf32>
 // CHECK: %[[KT:.*]] = tensor.extract_slice %arg1[0, 0, 256, 0] [1, 2, 44, 64] [1, 1, 1, 1] : tensor<1x2x300x64xi8> to tensor<1x2x44x64xi8>
-// CHECK: linalg.generic {{.*}} ins(%[[KT]], %{{.*}} : tensor<1x2x44x64xi8>, tensor<1x2x44x1xf32>)
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %[[KT]]
+// CHECK: vector.transfer_read {{.*}} : tensor<1x1x1x64xi8>, vector<64xi8>
+// CHECK: arith.sitofp %{{.*}} : vector<64xi8> to vector<64xf32>
 // CHECK: tensor.pad
 // CHECK: scf.forall
 // CHECK: scf.for
 // CHECK: %[[KB:.*]] = tensor.extract_slice %arg1[0, %{{.*}}, %{{.*}}, 0] [1, 1, 128, 64] [1, 1, 1, 1] : tensor<1x2x300x64xi8> to tensor<1x1x128x64xi8>
 // CHECK: %[[SB:.*]] = tensor.extract_slice %{{.*}}[0, %{{.*}}, %{{.*}}, 0] [1, 1, 128, 1] [1, 1, 1, 1] : tensor<1x2x300x1xf32> to tensor<1x1x128x1xf32>
 // CHECK: %[[E:.*]] = tensor.empty() : tensor<1x1x128x64xf32>
-// CHECK: %[[D:.*]] = linalg.generic {{.*}} ins(%[[KB]], %[[SB]] : tensor<1x1x128x64xi8>, tensor<1x1x128x1xf32>) outs(%[[E]] : tensor<1x1x128x64xf32>)
-// CHECK-NEXT: ^bb0
-// CHECK-NEXT: arith.sitofp %{{.*}} : i8 to f32
-// CHECK-NEXT: arith.mulf
+// CHECK: %[[D:.*]] = scf.for %[[R:.*]] = %c0 to %c128 step %c1 iter_args(%[[T:.*]] = %[[E]])
+// CHECK: %[[KR:.*]] = tensor.extract_slice %[[KB]][0, 0, %[[R]], 0] [1, 1, 1, 64]
+// CHECK: %[[SR:.*]] = tensor.extract_slice %[[SB]][0, 0, %[[R]], 0] [1, 1, 1, 1]
+// CHECK: %[[KV:.*]] = vector.transfer_read %[[KR]]{{.*}} : tensor<1x1x1x64xi8>, vector<64xi8>
+// CHECK: %[[SV:.*]] = vector.transfer_read %[[SR]]{{.*}} : tensor<1x1x1x1xf32>, vector<64xf32>
+// CHECK: %[[F:.*]] = arith.sitofp %[[KV]] : vector<64xi8> to vector<64xf32>
+// CHECK: %[[M:.*]] = arith.mulf %[[F]], %[[SV]] : vector<64xf32>
+// CHECK: vector.transfer_write %[[M]]
 // CHECK: tensor.extract_slice %[[D]][0, 0, 0, 0] [1, 1, 128, 64] [1, 1, 1, 1] : tensor<1x1x128x64xf32> to tensor<128x64xf32>
 // CHECK: tensor.extract_slice %arg3[0, %{{.*}}, %{{.*}}, 0] [1, 1, 128, 64] [1, 1, 1, 1] : tensor<1x2x300x64xi8> to tensor<1x1x128x64xi8>
 // CHECK: arith.sitofp

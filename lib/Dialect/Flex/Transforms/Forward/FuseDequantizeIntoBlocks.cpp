@@ -10,7 +10,8 @@
 // tensor::replaceExtractSliceWithTiledProducer tiles the generic to the
 // slice, the init (a slice of the whole tensor.empty) becomes a
 // tensor.empty of the block's size, and the whole-cache generic, left
-// without users, is erased. Decode then reads int8 bytes in its loop and
+// without users, is erased. The block's dequantize runs as vector rows
+// (vectorizeRows). Decode then reads int8 bytes in its loop and
 // dequantizes one [Nt, E] block at a time into a small f32 tile; no f32
 // copy of the cache is built.
 //
@@ -24,6 +25,10 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
@@ -154,6 +159,48 @@ static linalg::GenericOp fuseChain(RewriterBase &rewriter,
   return op;
 }
 
+/// The block's dequantize as vector code: an scf.for over its rows (all
+/// dims but the last tiled by 1), each row one vector read of the int8
+/// values, the body on vectors, one vector write (upstream
+/// linalg::vectorize). Left as it is (scalar loops later) when the shape
+/// is not static or a row is wider than `kMaxRowLanes`.
+static constexpr int64_t kMaxRowLanes = 256;
+static void vectorizeRows(RewriterBase &rewriter, linalg::GenericOp op) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type.hasStaticShape() || type.getRank() < 1 ||
+      type.getShape().back() > kMaxRowLanes ||
+      !op.getMatchingIndexingMap(op.getDpsInitOperand(0)).isIdentity())
+    return;
+  SmallVector<OpFoldResult> sizes(type.getRank(), rewriter.getIndexAttr(1));
+  sizes.back() = rewriter.getIndexAttr(0);
+  scf::SCFTilingOptions options;
+  options.setTileSizes(sizes);
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> tiled =
+      scf::tileUsingSCF(rewriter, cast<TilingInterface>(op.getOperation()),
+                        options);
+  if (failed(tiled) || tiled->tiledOps.size() != 1)
+    return;
+  rewriter.replaceOp(op, tiled->replacements);
+  Operation *row = tiled->tiledOps.front();
+  rewriter.setInsertionPoint(row);
+  FailureOr<linalg::VectorizationResult> vec = linalg::vectorize(rewriter, row);
+  if (failed(vec))
+    return;
+  rewriter.replaceOp(row, vec->replacements);
+  // One-dimensional vectors (the row's leading unit dims cast away), as
+  // the rest of the pipeline lowers.
+  SmallVector<Operation *> ops;
+  for (LoopLikeOpInterface loop : tiled->loops)
+    loop->walk([&](Operation *o) {
+      if (isa<vector::VectorDialect>(o->getDialect()))
+        ops.push_back(o);
+    });
+  RewritePatternSet patterns(op->getContext());
+  vector::populateCastAwayVectorLeadingOneDimPatterns(patterns);
+  (void)applyOpPatternsGreedily(ops, std::move(patterns));
+}
+
 /// Replaces every slice of `op` by `op` tiled to it, then erases `op`.
 static LogicalResult fuseIntoSlices(RewriterBase &rewriter,
                                     linalg::GenericOp op,
@@ -172,6 +219,9 @@ static LogicalResult fuseIntoSlices(RewriterBase &rewriter,
     for (Operation *t : tiled->tiledOps)
       shrinkEmptyInits(rewriter, t);
     rewriter.replaceOp(slice, tiled->tiledValues[0]);
+    for (Operation *t : tiled->tiledOps)
+      if (auto generic = dyn_cast<linalg::GenericOp>(t))
+        vectorizeRows(rewriter, generic);
   }
   rewriter.eraseOp(op);
   return success();

@@ -205,9 +205,13 @@ def FlexFuseDequantizeIntoBlocks
     flash loop reads, the padded last block) is tiled to each slice
     (upstream `tensor::replaceExtractSliceWithTiledProducer`): the block is
     computed from the same slice of its inputs, its init is a tensor.empty
-    of the block's size, and the whole-tensor generic is erased. Decode
-    then reads the int8 bytes inside the key-block loop and dequantizes one
-    block into a small f32 tile; no f32 copy of the whole cache exists.
+    of the block's size, and the whole-tensor generic is erased (a chain
+    of such generics is fused into one first). With static shapes the
+    block's generic becomes an scf.for over its rows, each row one vector
+    read of the int8 values, the body on 1-D vectors and one vector write
+    (upstream linalg::vectorize). Decode then reads the int8 bytes inside
+    the key-block loop and dequantizes one block into a small f32 tile; no
+    f32 copy of the whole cache exists.
     A producer with any other user (e.g. the transposed K copy of a
     prefill) is left as it is: dequantized once per op.
 
@@ -219,13 +223,15 @@ def FlexFuseDequantizeIntoBlocks
       %ki = tensor.extract_slice %k_i8[0, %h, %n0, 0] [1, 1, 128, 64] ...
       %si = tensor.extract_slice %scale[0, %h, %n0] [1, 1, 128] ...
       %e = tensor.empty() : tensor<1x1x128x64xf32>
-      %b = linalg.generic ins(%ki, %si) outs(%e) ... sitofp, mulf ...
+      %b = linalg.generic ins(%ki, %si) outs(%e) ... sitofp, mulf ...  (as vector rows)
       %blk = tensor.extract_slice %b[0, 0, 0, 0] [1, 1, 128, 64] ... to tensor<128x64xf32>
     }
     ```
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
-                           "::mlir::tensor::TensorDialect"];
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 #endif // TORCH_MLIR_FLEX_DIALECT_FLEX_TRANSFORMS_FORWARD_PASSES

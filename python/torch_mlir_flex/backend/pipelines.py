@@ -250,7 +250,9 @@ TILED_STAGES = (
     Stage("simplify", "canonicalize,cse", "fold and deduplicate what the flash lowering built"),
     Stage("fuse-dequantize-into-blocks", "func.func(flex-fuse-dequantize-into-blocks)",
           "after simplify: an int8 K/V (sitofp * scale: hf.generator's int8 KV cache) "
-          "dequantized per key block inside flex-to-flash's loop, no f32 copy of the cache"),
+          "dequantized per key block inside flex-to-flash's loop, no f32 copy of the cache; "
+          "$FLEX_FUSE_DEQUANTIZE=0 turns it off",
+          when=lambda o: os.environ.get("FLEX_FUSE_DEQUANTIZE", "1") != "0"),
     Stage("fuse-elementwise", "func.func(flex-fuse-elementwise),canonicalize,cse",
           "fuse_elementwise: elementwise chains fused into their consumers (not into "
           "contractions, nor inside the flash tiles), intermediates never written out",

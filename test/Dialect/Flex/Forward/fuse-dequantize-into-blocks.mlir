@@ -133,3 +133,28 @@ func.func @float_producer(%q: tensor<1x2x1x64xf32>, %k: tensor<1x2x256x64xf32>,
       outs(%o : tensor<1x2x1x64xf32>) scale(0.125) -> tensor<1x2x1x64xf32>
   return %r : tensor<1x2x1x64xf32>
 }
+
+// -----
+
+// A dequantize of a dynamic shape is left as it is (only static shapes, a
+// generation cache, are fused): the sizes of its slices would be
+// `tensor.dim`s of the producer's own result (a Qwen2 compiled with
+// dynamic sizes aborted in this pass).
+
+// CHECK-LABEL: func.func @dynamic_shape
+// CHECK: %[[F:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<?x64xi8>) outs(%{{.*}} : tensor<?x64xf32>)
+// CHECK: tensor.extract_slice %[[F]][%arg1, 0] [4, 64] [1, 1] : tensor<?x64xf32> to tensor<4x64xf32>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @dynamic_shape(%x: tensor<?x64xi8>, %i: index) -> tensor<4x64xf32> {
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %x, %c0 : tensor<?x64xi8>
+  %e = tensor.empty(%n) : tensor<?x64xf32>
+  %f = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<?x64xi8>) outs(%e : tensor<?x64xf32>) {
+  ^bb0(%a: i8, %o: f32):
+    %c = arith.sitofp %a : i8 to f32
+    linalg.yield %c : f32
+  } -> tensor<?x64xf32>
+  %s = tensor.extract_slice %f[%i, 0] [4, 64] [1, 1] : tensor<?x64xf32> to tensor<4x64xf32>
+  return %s : tensor<4x64xf32>
+}

@@ -15,10 +15,11 @@
 // dequantizes one [Nt, E] block at a time into a small f32 tile; no f32
 // copy of the cache is built.
 //
-// Only producers that widen an integer tensor to float (directly or through
-// other such elementwise generics) and whose every user is a unit-stride
-// extract_slice are fused: a producer that is also read whole (the
-// transposed K copy of a prefill, a BLAS operand) stays, dequantized once.
+// Only producers of a static shape that widen an integer tensor to float
+// (directly or through other such elementwise generics) and whose every
+// user is a unit-stride extract_slice are fused: a producer that is also
+// read whole (the transposed K copy of a prefill, a BLAS operand) stays,
+// dequantized once.
 //
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
@@ -223,7 +224,8 @@ static LogicalResult fuseIntoSlices(RewriterBase &rewriter,
       if (auto generic = dyn_cast<linalg::GenericOp>(t))
         vectorizeRows(rewriter, generic);
   }
-  rewriter.eraseOp(op);
+  if (op->use_empty()) // else still read (e.g. by a size): kept
+    rewriter.eraseOp(op);
   return success();
 }
 
@@ -233,9 +235,14 @@ struct FuseDequantizeIntoBlocksPass
           FuseDequantizeIntoBlocksPass> {
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
+    // Static shapes only (a generation cache): with a dynamic size the
+    // slices' sizes are `tensor.dim`s of the producer's own result, which
+    // would outlive it.
     auto isCandidate = [](linalg::GenericOp op) {
-      return isElementwiseToFloat(op) && widensInteger(op, /*depth=*/4) &&
-             !sliceUsers(op).empty();
+      return isElementwiseToFloat(op) &&
+             cast<RankedTensorType>(op->getResult(0).getType())
+                 .hasStaticShape() &&
+             widensInteger(op, /*depth=*/4) && !sliceUsers(op).empty();
     };
     SmallVector<linalg::GenericOp> worklist;
     getOperation().walk([&](linalg::GenericOp op) {

@@ -79,7 +79,9 @@ class ChildrenPeak(threading.Thread):
     """The largest VmHWM of this process's direct children (our LLVM code
     generation, the linker), sampled every `interval` seconds while they
     run: a child's growth in its last interval can be missed. A child not
-    yet past its exec (still this process's image) is skipped."""
+    yet past its exec (still this process's image) is skipped, and so are
+    the children alive before the thread starts (multiprocessing's
+    resource tracker, left by an earlier `spawn` in the same process)."""
 
     def __init__(self, interval=0.05):
         super().__init__(daemon=True)
@@ -87,6 +89,7 @@ class ChildrenPeak(threading.Thread):
         self.done = threading.Event()  # set(): sampling stops
         with open("/proc/self/cmdline", "rb") as f:
             self.me = f.read()
+        self.before = self._children()
 
     def _children(self):
         pids = set()
@@ -101,7 +104,7 @@ class ChildrenPeak(threading.Thread):
     def run(self):
         seen = set()
         while not self.done.is_set():
-            for pid in self._children():
+            for pid in self._children() - self.before:
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as f:
                         if f.read() == self.me:

@@ -91,9 +91,12 @@ def partition_fn():
     results; AOTAutograd's default would save every forward value the
     backward reads. Its recomputed ops are ordinary aten ops the backward
     graph lowers like the forward's."""
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    import os
 
-    return min_cut_rematerialization_partition
+    from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
+
+    return default_partition if os.environ.get("FLEX_PARTITIONER") == "default" else \
+        min_cut_rematerialization_partition
 
 
 def missing_derivative(e: BaseException):

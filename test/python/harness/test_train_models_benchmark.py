@@ -35,8 +35,13 @@ def test_eager_process_metrics_on_the_tiny_llama():
     equal to a plain AdamW loop's on the same model and batches; the step
     time their median, tokens/s from it, this process's peak RSS, no
     Dynamo graph."""
+    from multiprocessing import resource_tracker
+
     import torch
 
+    # A child alive before the measurement (the resource tracker an earlier
+    # test's `spawn` leaves, as in CI) is not a code-generation child.
+    resource_tracker.ensure_running()
     r = child.measure(TINY.spec("eager", "sdpa", threads=1))
     n = 1 + TINY.warmup + TINY.steps
     assert len(r["losses"]) == len(r["steps_s"]) == n

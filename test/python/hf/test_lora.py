@@ -68,9 +68,20 @@ def _train(model, fn, batches, delta=None):
     return out
 
 
+def _weight_sized(shapes):
+    """The plain tensors alive in the process with one of these shapes and a storage."""
+    gc.collect()
+    return [t for t in gc.get_objects() if type(t) in (torch.Tensor, torch.nn.Parameter)
+            and tuple(t.shape) in shapes and t.untyped_storage().nbytes() > 0]
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "flex_attention"])
 def test_lora_training_matches_eager(attn, fresh):
     delta, warned = fresh
+    vocab_sized = {(VOCAB, 64), (64, VOCAB)}
+    # Tensors of that size other tests left alive in this process (CI runs
+    # many tests in one) are not this test's graphs' copies.
+    earlier = {id(t) for t in _weight_sized(vocab_sized)}
     ref = _lora_model("sdpa")
     ours = _lora_model(attn)
     names = [n for n, _ in ours.named_parameters()]
@@ -132,9 +143,6 @@ def test_lora_training_matches_eager(attn, fresh):
     # LM head (backward) are freed once compiled.
     weights = {p.untyped_storage().data_ptr() for m in (ours, ref) for p in m.parameters()}
     weights |= {p.untyped_storage().data_ptr() for p in frozen.values()}  # the test's own copies
-    vocab_sized = {(VOCAB, 64), (64, VOCAB)}
-    gc.collect()
-    kept = [tuple(t.shape) for t in gc.get_objects()
-            if type(t) in (torch.Tensor, torch.nn.Parameter) and tuple(t.shape) in vocab_sized
-            and t.untyped_storage().nbytes() > 0 and t.untyped_storage().data_ptr() not in weights]
+    kept = [tuple(t.shape) for t in _weight_sized(vocab_sized)
+            if id(t) not in earlier and t.untyped_storage().data_ptr() not in weights]
     assert not kept, f"compiled graphs keep {len(kept)} weight-sized tensors: {kept}"

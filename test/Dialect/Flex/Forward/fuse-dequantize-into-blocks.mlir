@@ -158,3 +158,25 @@ func.func @dynamic_shape(%x: tensor<?x64xi8>, %i: index) -> tensor<4x64xf32> {
   %s = tensor.extract_slice %f[%i, 0] [4, 64] [1, 1] : tensor<?x64xf32> to tensor<4x64xf32>
   return %s : tensor<4x64xf32>
 }
+
+// -----
+
+// A boolean widened to float (an MoE's routing, a mask) is not a
+// dequantize: left as it is (only int8 values are fused; i1 vectors are not
+// lowered).
+
+// CHECK-LABEL: func.func @bool_to_float
+// CHECK: %[[F:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<8x64xi1>) outs(%{{.*}} : tensor<8x64xf32>)
+// CHECK: tensor.extract_slice %[[F]][%arg1, 0] [4, 64] [1, 1] : tensor<8x64xf32> to tensor<4x64xf32>
+#id3 = affine_map<(d0, d1) -> (d0, d1)>
+func.func @bool_to_float(%x: tensor<8x64xi1>, %i: index) -> tensor<4x64xf32> {
+  %e = tensor.empty() : tensor<8x64xf32>
+  %f = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x64xi1>) outs(%e : tensor<8x64xf32>) {
+  ^bb0(%a: i1, %o: f32):
+    %c = arith.uitofp %a : i1 to f32
+    linalg.yield %c : f32
+  } -> tensor<8x64xf32>
+  %s = tensor.extract_slice %f[%i, 0] [4, 64] [1, 1] : tensor<8x64xf32> to tensor<4x64xf32>
+  return %s : tensor<4x64xf32>
+}

@@ -55,14 +55,16 @@ static bool isElementwiseToFloat(linalg::GenericOp op) {
   return type && isa<FloatType>(type.getElementType());
 }
 
-/// `op` reads an integer tensor, directly or through elementwise generics
+/// `op` reads an int8 tensor, directly or through elementwise generics
 /// (`depth` levels at most): it dequantizes.
 static bool widensInteger(linalg::GenericOp op, int depth) {
   for (Value in : op.getDpsInputs()) {
     auto type = dyn_cast<RankedTensorType>(in.getType());
     if (!type)
       continue;
-    if (isa<IntegerType>(type.getElementType()))
+    // int8 values (a quantized cache); not booleans (an MoE's routing or a
+    // mask widened to float: i1 vectors are not lowered) nor indices.
+    if (type.getElementType().isInteger(8))
       return true;
     auto producer = in.getDefiningOp<linalg::GenericOp>();
     if (depth > 0 && producer && isElementwiseToFloat(producer) &&

@@ -319,3 +319,5 @@ def register() -> None:
 device_check.install()
 from . import traceable_block_mask  # noqa: E402  (one graph for transformers' flex masks)
 traceable_block_mask.install()
+from . import paged_cache_update  # noqa: E402  (one graph per step of transformers' paged cache)
+paged_cache_update.install()

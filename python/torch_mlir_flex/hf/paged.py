@@ -134,6 +134,8 @@ def _wrap_cache_update(cache_cls):
                 # Read in place by the attention function, which writes after.
                 _layer_step(self, layer_idx, kwargs)
                 return key_states, value_states
+        if self.config._attn_implementation != NAME:  # traceable for our backend: dynamo/paged_cache_update.py
+            return original(self, key_states, value_states, layer_idx, kwargs)
         return gathered_update(self, key_states, value_states, layer_idx, kwargs)
 
     update._flex_paged_wrapped = True

@@ -1,0 +1,166 @@
+"""One Dynamo graph per step of transformers' continuous batching on its own
+paged attention (`sdpa`, `paged|eager`) compiled for our backend: a
+traceable `PagedAttentionCache.update`.
+
+transformers 5.25 wraps `PagedAttentionCache.update` (each attention
+layer's write of the step's K/V into the paged cache and its read of the
+request's whole K/V back) in `torch.compiler.disable` ("does not play well
+with the views of the cache tensor": its allocator's per-layer K and V
+views overlap, every one starting at its layer's first row and running to
+the end of the cache). Dynamo breaks every layer's graph there: a 2-layer
+Llama's step is 3 graphs, each compiled again when its guards fail.
+
+`install()` replaces `PagedAttentionCache.update` by a function that,
+while Dynamo traces a frame for our backend (device_check._tracing_for_us,
+read once per frame), does the same update with traceable ops on the
+allocator's cache tensor itself (one contiguous graph input, updated in
+place by the compiled graph: backend/mutations.py) instead of its
+overlapping views:
+
+- the layer's K rows start at row 2 i P and its V rows at (2 i + 1) P of
+  the cache seen as [2 x slots, H_kv, D] (i: the layer's place among the
+  allocator's layers, P: tokens per page; the layout transformers builds
+  its views with), so the view's row r is the cache's row r + offset;
+- `index_copy_` of the new K/V at `write_index` + offset, then, when the
+  step reads the cache (`read_index` not empty), `index_select` at
+  `read_index` + offset: the same values, in the same order, as
+  transformers' `index_copy_` / `index_select` on its views;
+- the keyword arguments it sets for the attention function (the layer
+  type's `cu_seq_lens_k` as int32 and `max_length_k`) are set the same way.
+
+It applies to full-attention allocators (`FullAttentionCacheAllocator`)
+outside transformers' block-table decode path; any other call (a
+sliding-window or MLA allocator, the block table, `flex_paged`, whose own
+wrapper writes the cache: hf/paged.py) and every call outside our
+backend's frames (eager, inductor, Dynamo's `eager` backend) runs
+transformers' function unchanged, graph break included. transformers'
+module may be imported after this one: then the change is made when it is
+(an import hook that removes itself).
+"""
+
+import functools
+import importlib.abc
+import sys
+
+_CACHE_MODULE = "transformers.generation.continuous_batching.cache"
+_FLEX_PAGED = "flex_paged"  # hf/paged.py's attention (its update wrapper writes)
+
+_original = None  # transformers' update once replaced
+
+
+def _full_attention_class():
+    from transformers.generation.continuous_batching.cache_allocators import full_attention
+
+    return full_attention.FullAttentionCacheAllocator
+
+
+def _traceable(cache, layer_idx, kwargs, full_cls) -> bool:
+    """Whether this call is one `_update` reproduces (read by Dynamo:
+    guards on the attention name, the allocator's type, the block table)."""
+    if kwargs.get("block_table") is not None:
+        return False
+    if cache.config._attn_implementation == _FLEX_PAGED:
+        return False
+    return type(cache.layer_to_allocator[layer_idx]) is full_cls
+
+
+def _update(cache, key_states, value_states, layer_idx, kwargs):
+    """transformers' index-based update of a full-attention layer, on the
+    cache tensor: K/V [1, H_kv, T, D] in, [1, H_kv, R, D] out (R: the read
+    index's length, or T when the step reads nothing)."""
+    import torch
+
+    allocator = cache.layer_to_allocator[layer_idx]
+    kwargs["cu_seq_lens_k"] = kwargs["cu_seq_lens_k"][allocator.layer_type].to(torch.int32)
+    kwargs["max_length_k"] = kwargs["max_length_k"][allocator.layer_type]
+    read_index = kwargs["read_index"][allocator.index]
+    write_index = kwargs["write_index"][allocator.index]
+
+    rows = allocator.cache_tensor.flatten(0, 1)  # [2 x slots, H_kv, D], a view
+    page = allocator.tokens_per_page
+    i = allocator.layer_indices.index(layer_idx)
+    k_at, v_at = 2 * i * page, (2 * i + 1) * page
+    new_k = key_states.squeeze(0).transpose(0, 1)  # [T, H_kv, D]
+    new_v = value_states.squeeze(0).transpose(0, 1)
+    rows.index_copy_(0, write_index + k_at, new_k)
+    rows.index_copy_(0, write_index + v_at, new_v)
+    if read_index.numel() == 0:  # prefills only: the new K/V are all there is
+        return new_k.transpose(0, 1).unsqueeze(0), new_v.transpose(0, 1).unsqueeze(0)
+    k = rows.index_select(0, read_index + k_at)
+    v = rows.index_select(0, read_index + v_at)
+    return k.transpose(0, 1).unsqueeze(0), v.transpose(0, 1).unsqueeze(0)
+
+
+def _wrap(original):
+    import torch
+
+    from .device_check import _tracing_for_us
+
+    ours = torch._dynamo.assume_constant_result(_tracing_for_us)
+    full_cls = _full_attention_class()
+
+    # Not original's __dict__: torch.compiler.disable's marks are there.
+    @functools.wraps(original, updated=())
+    def update(self, key_states, value_states, layer_idx, kwargs):
+        if torch.compiler.is_compiling() and ours() and _traceable(self, layer_idx, kwargs, full_cls):
+            return _update(self, key_states, value_states, layer_idx, kwargs)
+        return original(self, key_states, value_states, layer_idx, kwargs)
+
+    update._flex_traceable_update = True
+    return update
+
+
+def _install_in(module) -> None:
+    """Replaces the class's update (idempotent)."""
+    global _original
+    cls = module.PagedAttentionCache
+    current = cls.update
+    if getattr(current, "_flex_traceable_update", False):
+        return
+    _original = current
+    cls.update = _wrap(current)
+
+
+class _WhenImported(importlib.abc.MetaPathFinder):
+    """Calls `_install_in` once transformers' cache module has been
+    executed, then leaves `sys.meta_path`."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _CACHE_MODULE:
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
+            if spec is not None:
+                break
+        else:
+            return None
+        execute = getattr(spec.loader, "exec_module", None)
+        if execute is None:
+            return spec
+
+        def exec_module(module):
+            execute(module)
+            _install_in(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    """Makes the change above now or when transformers' module is imported
+    (idempotent)."""
+    if _CACHE_MODULE in sys.modules:
+        _install_in(sys.modules[_CACHE_MODULE])
+    elif not any(isinstance(f, _WhenImported) for f in sys.meta_path):
+        sys.meta_path.insert(0, _WhenImported())
+
+
+def uninstall() -> None:
+    """Restores transformers' update (tests)."""
+    global _original
+    module = sys.modules.get(_CACHE_MODULE)
+    if module is not None and _original is not None and \
+            getattr(module.PagedAttentionCache.update, "_flex_traceable_update", False):
+        module.PagedAttentionCache.update = _original
+    _original = None

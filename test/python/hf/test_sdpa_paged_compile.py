@@ -1,0 +1,108 @@
+"""transformers' continuous batching on its own paged attention (`sdpa`, the
+"sdpa_paged" path: transformers' `PagedAttentionCache.update` writes the
+step's K/V and gathers each request's cache) compiled by our backend
+(dynamo/paged_cache_update.py): a request stream of ragged prompts
+(chunked prefill, requests joining and leaving, padded steps) compiles at
+most 3 graphs, with no graph break and none in eager, and gives the tokens
+of per-request greedy `model.generate`. Outside our backend's frames
+transformers' update runs unchanged: eager `generate_batch`, and Dynamo's
+own "eager" backend still breaks at it.
+
+    PYTHONPATH=python pytest -q test/python/hf/test_sdpa_paged_compile.py
+"""
+
+import logging
+import warnings
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+pytest.importorskip("transformers")
+
+from transformers import (  # noqa: E402
+    CompileConfig, ContinuousBatchingConfig, GenerationConfig, LlamaConfig, LlamaForCausalLM)
+from transformers.generation.continuous_batching import cache as cb_cache  # noqa: E402
+
+from torch_mlir_flex import dynamo, log  # noqa: E402
+from torch_mlir_flex.dynamo import paged_cache_update  # noqa: E402
+
+warnings.filterwarnings("ignore")
+dynamo.register()
+
+LENGTHS = [5, 31, 12, 2, 20, 9]
+NEW = 6
+
+
+def _model():
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
+    return LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32).eval()
+
+
+def _prompts():
+    g = torch.Generator().manual_seed(2)
+    return [torch.randint(3, 128, (n,), generator=g).tolist() for n in LENGTHS]
+
+
+def _reference(model, prompts):
+    out = []
+    with torch.no_grad():
+        for p in prompts:
+            ids = model.generate(torch.tensor([p]), max_new_tokens=NEW, min_new_tokens=NEW,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0)
+            out.append(ids[0, len(p):].tolist())
+    return out
+
+
+def _generate_batch(model, prompts, backend=None):
+    """16 pages of 8 tokens for 103: requests wait for pages others free;
+    32 tokens per batch: the 31-token prompt shares its step, chunked."""
+    model.set_attn_implementation("sdpa")
+    compile_config = None if backend is None else CompileConfig(backend=backend)
+    cb = ContinuousBatchingConfig(page_size=8, num_blocks=16, max_batch_tokens=32, max_requests_per_batch=4,
+                                  varlen_compile_config=compile_config, allow_block_sharing=False,
+                                  use_async_batching=False)
+    gen = GenerationConfig(max_new_tokens=NEW, do_sample=False, eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():
+        out = model.generate_batch(prompts, generation_config=gen, continuous_batching_config=cb)
+    return [out[f"req_{i}"].generated_tokens for i in range(len(prompts))]
+
+
+def _run(model, prompts, backend):
+    torch._dynamo.reset()
+    counters.clear()
+    before = dict(dynamo.stats)
+    with log.capture(logging.WARNING) as warned:
+        got = _generate_batch(model, prompts, backend)
+    delta = {k: dynamo.stats[k] - before.get(k, 0) for k in dynamo.stats}
+    delta["dynamo_graphs"] = counters["stats"]["unique_graphs"]
+    delta["breaks"] = sum(counters["graph_break"].values())
+    return got, delta, warned
+
+
+def test_request_stream_compiles_at_most_3_graphs():
+    model, prompts = _model(), _prompts()
+    want = _reference(model, prompts)
+    got, delta, warned = _run(model, prompts, "torch_mlir_flex")
+    print(delta)
+    assert got == want
+    assert delta.get("eager", 0) == 0 and delta.get("eager_calls", 0) == 0, warned
+    assert delta["breaks"] == 0, delta
+    assert 1 <= delta["dynamo_graphs"] <= 3 and delta["compiled"] == delta["dynamo_graphs"], delta
+
+
+def test_transformers_update_outside_our_backend():
+    """Eager PyTorch and Dynamo's own "eager" backend run transformers'
+    disabled update: the same tokens, and Dynamo still breaks there."""
+    # ours wraps transformers' function itself (torch.compiler.disable'd)
+    assert getattr(paged_cache_update._original, "_torchdynamo_disable", False)
+    assert cb_cache.PagedAttentionCache.update is not paged_cache_update._original
+    model, prompts = _model(), _prompts()
+    want = _reference(model, prompts)
+    assert _generate_batch(model, prompts) == want
+    got, delta, _ = _run(model, prompts, "eager")
+    assert got == want
+    assert delta["breaks"] > 0, delta  # one per layer and step: transformers' update
+    assert delta.get("graphs", 0) == 0, delta  # nothing reached our backend

@@ -52,7 +52,7 @@ import types
 
 # Attributes and environment variables that do not change what is compiled.
 _ENV_IGNORED = ("TORCH_MLIR_FLEX_CACHE_DIR", "TORCH_MLIR_FLEX_CACHE_SIZE_MB", "TORCH_MLIR_FLEX_LOG",
-                "TORCH_MLIR_FLEX_DUMP_DIR")
+                "TORCH_MLIR_FLEX_DUMP_DIR", "TORCH_MLIR_FLEX_AOT_CACHE")
 # Process-dependent values that transformers keeps beside the model (a
 # generation config's hash of itself).
 _ATTRS_IGNORED = ("_original_object_hash",)

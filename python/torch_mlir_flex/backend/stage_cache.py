@@ -45,7 +45,6 @@ log = get_logger("cache")
 def build_id() -> str:
     """A hash of what the compiler is made of in this process."""
     import torch
-    import torch_mlir  # noqa: F401
 
     from importlib import metadata
 

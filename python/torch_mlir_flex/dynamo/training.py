@@ -35,36 +35,45 @@ log = get_logger("dynamo")
 def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int = 2) -> Callable:
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-    from ..importer.closure_captures import inline_scalar_constants
-    from . import compile_graph, stats
+    from . import aot_cache, needs_autograd, stats
 
     name = f"graph{stats['graphs'] - 1}"
 
-    def compiler(kind: str):
+    def compiler(kind: str, cached: bool):
         def compile_(graph, fakes):
-            # A constant a modifier makes (`shift[0]`: torch.tensor(0)) is an
-            # attribute of the modifier's submodule, which export would make fake.
-            with unset_fake_temporarily():
-                inline_scalar_constants(graph)
-            drop_detaches(graph)
-            examples = real_examples(fakes)
-            fn = compile_graph(graph, examples, backend, f"{name}_{kind}", kind=kind,
-                               keep_strides=True, opt_level=opt_level)
-            free_examples(examples, fakes)
-            return make_boxed_func(fn)
+            import torch
 
-        return compile_
+            prepare_graph(graph)
+            layouts = aot_cache.static_examples(fakes) if cached else None
+            data = aot_cache.dump_graph(graph) if layouts is not None else None
+            if data is not None:
+                # The graph a later process loads, compiled here too: our
+                # pre-export key (its printed code) is then the same there.
+                graph = aot_cache.load_graph(data, fakes)
+            fn = compile_examples(graph, real_examples(fakes), fakes, backend, f"{name}_{kind}", kind, opt_level)
+            if not cached:
+                return make_boxed_func(fn)
+            eager = getattr(fn, "__self__", None) is graph  # gm.forward: nothing of ours to store
+            recipe = None if data is None or eager else (data, layouts, kind, f"{name}_{kind}", backend, opt_level,
+                                                         torch.is_grad_enabled())
+            return aot_cache.FlexOutputCode(make_boxed_func(fn), recipe, compile_recipe)
 
-    def aot():
-        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-                            inference_compiler=compiler("compiled"), partition_fn=partition_fn(),
+        return SerializableAOTDispatchCompiler(aot_cache.FlexOutputCode, compile_) if cached else compile_
+
+    def aot(cached=False):
+        return aot_autograd(fw_compiler=compiler("forward", cached), bw_compiler=compiler("backward", cached),
+                            inference_compiler=compiler("compiled", cached), partition_fn=partition_fn(),
                             decompositions=backward_decompositions())(gm, example_inputs)
 
     try:
-        return aot()
+        if not needs_autograd(example_inputs):
+            return aot()
+        # Training graphs: AOTAutograd's cache, which a second process
+        # loads instead of tracing (aot_cache.py).
+        with aot_cache.enabled_for(backend, opt_level) as cached:
+            return aot(cached)
     except RuntimeError as e:
         op = missing_derivative(e)
         if op is None:
@@ -81,6 +90,49 @@ def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int
     stats["inference_only"] += 1
     with torch.no_grad():
         return aot()
+
+
+def prepare_graph(graph) -> None:
+    """AOTAutograd's graph as we compile it (and store it: aot_cache.py)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from ..importer.closure_captures import inline_scalar_constants
+
+    # A constant a modifier makes (`shift[0]`: torch.tensor(0)) is an
+    # attribute of the modifier's submodule, which export would make fake.
+    with unset_fake_temporarily():
+        inline_scalar_constants(graph)
+    drop_detaches(graph)
+
+
+def compile_examples(graph, examples, made, backend, func_name, kind, opt_level):
+    """compile_graph's function for `graph` and `examples` (from
+    real_examples: freed once compiled, those `made` marks)."""
+    from . import compile_graph
+
+    fn = compile_graph(graph, examples, backend, func_name, kind=kind, keep_strides=True, opt_level=opt_level)
+    free_examples(examples, made)
+    return fn
+
+
+def compile_recipe(recipe, fake_mode):
+    """The boxed compiled function of a graph AOTAutograd's cache loaded
+    (aot_cache.FlexOutputCode): compiled again, its stages from our caches."""
+    import torch
+    from functorch.compile import make_boxed_func
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from . import aot_cache
+
+    data, layouts, kind, func_name, backend, opt_level, grad = recipe
+    graph = aot_cache.load_graph(data, fake_mode=fake_mode)
+    with unset_fake_temporarily():
+        examples = [x if isinstance(x, int) else _zeros(*x) for x in layouts]
+    made = [not isinstance(x, int) for x in layouts]
+    # In the grad mode AOTAutograd compiled it in (part of our pre-export key).
+    with torch.set_grad_enabled(grad):
+        fn = compile_examples(graph, examples, made, backend, func_name, kind, opt_level)
+    return make_boxed_func(fn)
 
 
 def partition_fn():
@@ -138,22 +190,25 @@ def real_examples(fakes: List) -> List:
     are a copy of every activation the forward saved: zero-filled, they
     were resident while it compiled, with the activations themselves
     (about 250 MiB of the first step's peak for a 4-layer Llama)."""
-    import torch
     from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 
     out = []
     with unset_fake_temporarily():
         for x in fakes:
             if isinstance(x, FakeTensor):
-                size, stride = [_hint(s) for s in x.shape], [_hint(s) for s in x.stride()]
-                extent = 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(size) else 0
-                if extent * x.dtype.itemsize >= LAZY_BYTES:
-                    out.append(_mapped_zeros(size, stride, extent, x.dtype))
-                else:
-                    out.append(torch.empty_strided(size, stride, dtype=x.dtype).zero_())
+                out.append(_zeros([_hint(s) for s in x.shape], [_hint(s) for s in x.stride()], x.dtype))
             else:
                 out.append(x)
     return out
+
+
+def _zeros(size, stride, dtype):
+    import torch
+
+    extent = 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(size) else 0
+    if extent * dtype.itemsize >= LAZY_BYTES:
+        return _mapped_zeros(size, stride, extent, dtype)
+    return torch.empty_strided(size, stride, dtype=dtype).zero_()
 
 
 # Examples this large are lazily mapped zeros (real_examples).
@@ -173,17 +228,19 @@ def _mapped_zeros(size, stride, extent, dtype):
     return flat.view(dtype).as_strided(size, stride)
 
 
-def free_examples(examples: List, fakes: List) -> None:
+def free_examples(examples: List, made: List) -> None:
     """Frees the storage of the tensors `real_examples` made once the graph
     is compiled: its calls read the caller's tensors, but the exported
     program and the graph's inputs keep the examples, which would hold a
     second copy of every weight and saved activation the graph takes (519
     MB per graph for a frozen 151936 x 896 embedding). A mapped example
-    (`_mapped_zeros`) gives back whatever pages were touched."""
+    (`_mapped_zeros`) gives back whatever pages were touched. `made`: per
+    example, whether real_examples made it (AOTAutograd's fake tensors),
+    as a list of flags or the fake examples themselves."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    for x, fake in zip(examples, fakes):
-        if not isinstance(fake, FakeTensor):
+    for x, fake in zip(examples, made):
+        if not (fake is True or isinstance(fake, FakeTensor)):
             continue
         storage = x.untyped_storage()
         if storage.resizable():

@@ -56,37 +56,44 @@ def _reference(model, prompts):
     return out
 
 
-def _generate_batch(model, prompts, backend=None):
+def _generate_batch(model, prompts, backend=None, intervals=(0, 0)):
     """16 pages of 8 tokens for 103: requests wait for pages others free;
-    32 tokens per batch: the 31-token prompt shares its step, chunked."""
+    32 tokens per batch: the 31-token prompt shares its step, chunked.
+    Compiled, transformers pads each step's query tokens and cache read to
+    multiples of `intervals` (0: to their maxima)."""
     model.set_attn_implementation("sdpa")
     compile_config = None if backend is None else CompileConfig(backend=backend)
     cb = ContinuousBatchingConfig(page_size=8, num_blocks=16, max_batch_tokens=32, max_requests_per_batch=4,
                                   varlen_compile_config=compile_config, allow_block_sharing=False,
-                                  use_async_batching=False)
+                                  use_async_batching=False, q_padding_interval_size=intervals[0],
+                                  kv_padding_interval_size=intervals[1])
     gen = GenerationConfig(max_new_tokens=NEW, do_sample=False, eos_token_id=None, pad_token_id=0)
     with torch.no_grad():
         out = model.generate_batch(prompts, generation_config=gen, continuous_batching_config=cb)
     return [out[f"req_{i}"].generated_tokens for i in range(len(prompts))]
 
 
-def _run(model, prompts, backend):
+def _run(model, prompts, backend, intervals=(0, 0)):
     torch._dynamo.reset()
     counters.clear()
     before = dict(dynamo.stats)
     with log.capture(logging.WARNING) as warned:
-        got = _generate_batch(model, prompts, backend)
+        got = _generate_batch(model, prompts, backend, intervals)
     delta = {k: dynamo.stats[k] - before.get(k, 0) for k in dynamo.stats}
     delta["dynamo_graphs"] = counters["stats"]["unique_graphs"]
     delta["breaks"] = sum(counters["graph_break"].values())
     return got, delta, warned
 
 
-def test_request_stream_compiles_at_most_3_graphs():
+@pytest.mark.parametrize("intervals", [(0, 0), (8, 16)], ids=["max-padding", "intervals"])
+def test_request_stream_compiles_at_most_3_graphs(intervals):
+    """Padded to the maxima every step has one shape: one graph. Padded to
+    8 query / 16 KV tokens the steps take several sizes: the first graph
+    static, the next for symbolic sizes (Dynamo's automatic dynamic)."""
     model, prompts = _model(), _prompts()
     want = _reference(model, prompts)
-    got, delta, warned = _run(model, prompts, "torch_mlir_flex")
-    print(delta)
+    got, delta, warned = _run(model, prompts, "torch_mlir_flex", intervals)
+    print(intervals, delta)
     assert got == want
     assert delta.get("eager", 0) == 0 and delta.get("eager_calls", 0) == 0, warned
     assert delta["breaks"] == 0, delta

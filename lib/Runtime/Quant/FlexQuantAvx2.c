@@ -12,8 +12,8 @@
  *     converted as low nibbles (and) and as whole bytes (VCVTDQ2PS: 16
  *     columns), multiplied by the broadcast x[m,k] into sums per group;
  *     per group the high nibbles' sums taken out of the bytes', then s *
- *     sum + (z - 8 s) * xsum (prefetching the next groups'
- *     scales made a product from memory slower on Zen 5).
+ *     sum + (z - 8 s) * xsum; the weight bytes 8 KB ahead and the next
+ *     block's scales prefetched once per group (flex_quant_i4_prefetch).
  * Every function carries its own target attribute; only
  * flex_quant_install_avx2 (baseline code) runs before the CPU's features
  * are known.
@@ -147,6 +147,7 @@ FLEX_AVX2_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R, 
   float y[FLEX_QUANT_ROWS][64];
   memset(y, 0, sizeof y);
   for (int64_t g = 0; g < groups; ++g) {
+    flex_quant_i4_prefetch(c, base, g, n_base, BN);
     for (int v = 0; v < BN / 16; ++v) { /* bytes 8v .. 8v+7 of each k */
       /* U sets of sums, k by k in turn: with few rows of x, one set was
          as many FMA chains as rows * 2, each an FMA's latency a k. */

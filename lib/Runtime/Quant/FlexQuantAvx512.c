@@ -12,9 +12,9 @@
  *     broadcast x[m,k] into sums per group; per group the high nibbles'
  *     sums taken out of the bytes', the sums put in column order, then s *
  *     sum + (z - 8 s) * xsum (the scale/zero pairs deinterleaved by
- *     VPERMT2PS; prefetching the next groups' scales made a product from
- *     memory up to 2x slower here). One core, weights in cache
- *     (Zen 5): 50 -> 68 G weights/s at one row of x.
+ *     VPERMT2PS); the weight bytes 8 KB ahead and the next block's scales
+ *     prefetched once per group (flex_quant_i4_prefetch). One core,
+ *     weights in cache (Zen 5): 50 -> 68 G weights/s at one row of x.
  * The int8 dot-product instructions (VNNI) are not used: they take int8
  * (or uint8) x, and x here is f32 (or bf16), whose quantization would
  * change the results. Every function carries its own target attribute;
@@ -159,6 +159,7 @@ FLEX_AVX512_INLINE void i4_block(const FlexQuantCall *c, int64_t m0, const int R
     for (int v = 0; v < V; ++v)
       y[m][v] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
+    flex_quant_i4_prefetch(c, base, g, n_base, BN);
     /* U sets of sums, k by k in turn, where R * V sums alone are too few
        FMA chains (each an FMA's latency a k). */
     __m512 acc[2][FLEX_QUANT_ROWS][MAXV];

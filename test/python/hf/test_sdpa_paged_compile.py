@@ -4,7 +4,8 @@ step's K/V and gathers each request's cache) compiled by our backend
 (dynamo/paged_cache_update.py): a request stream of ragged prompts
 (chunked prefill, requests joining and leaving, padded steps) compiles at
 most 3 graphs, with no graph break and none in eager, and gives the tokens
-of per-request greedy `model.generate`. Outside our backend's frames
+of per-request greedy `model.generate` (a Llama; a Qwen2 with a full and a
+sliding-window layer). Outside our backend's frames
 transformers' update runs unchanged: eager `generate_batch`, and Dynamo's
 own "eager" backend still breaks at it.
 
@@ -21,7 +22,8 @@ from torch._dynamo.utils import counters
 pytest.importorskip("transformers")
 
 from transformers import (  # noqa: E402
-    CompileConfig, ContinuousBatchingConfig, GenerationConfig, LlamaConfig, LlamaForCausalLM)
+    CompileConfig, ContinuousBatchingConfig, GenerationConfig, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+    Qwen2ForCausalLM)
 from transformers.generation.continuous_batching import cache as cb_cache  # noqa: E402
 
 from torch_mlir_flex import dynamo, log  # noqa: E402
@@ -34,11 +36,19 @@ LENGTHS = [5, 31, 12, 2, 20, 9]
 NEW = 6
 
 
-def _model():
+def _model(kind="llama"):
+    """A Llama (full-attention layers) or a Qwen2 whose layer 1 has a
+    12-token sliding window (a full and a sliding-window allocator over one
+    cache storage)."""
     torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
-    return LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32).eval()
+    common = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, vocab_size=128, max_position_embeddings=256)
+    if kind == "qwen2":
+        cfg, cls = Qwen2Config(**common, use_sliding_window=True, sliding_window=12, max_window_layers=1), \
+            Qwen2ForCausalLM
+    else:
+        cfg, cls = LlamaConfig(**common), LlamaForCausalLM
+    return cls._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32).eval()
 
 
 def _prompts():
@@ -85,12 +95,15 @@ def _run(model, prompts, backend, intervals=(0, 0)):
     return got, delta, warned
 
 
-@pytest.mark.parametrize("intervals", [(0, 0), (8, 16)], ids=["max-padding", "intervals"])
-def test_request_stream_compiles_at_most_3_graphs(intervals):
+@pytest.mark.parametrize("kind,intervals", [("llama", (0, 0)), ("llama", (8, 16)), ("qwen2", (0, 0))],
+                         ids=["max-padding", "intervals", "sliding-window"])
+def test_request_stream_compiles_at_most_3_graphs(kind, intervals):
     """Padded to the maxima every step has one shape: one graph. Padded to
     8 query / 16 KV tokens the steps take several sizes: the first graph
-    static, the next for symbolic sizes (Dynamo's automatic dynamic)."""
-    model, prompts = _model(), _prompts()
+    static, the next for symbolic sizes (Dynamo's automatic dynamic). The
+    Qwen2's sliding-window layer (its ring buffer read, then written) and
+    its full layer write one cache tensor."""
+    model, prompts = _model(kind), _prompts()
     want = _reference(model, prompts)
     got, delta, warned = _run(model, prompts, "torch_mlir_flex", intervals)
     print(intervals, delta)

@@ -37,7 +37,7 @@ def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import SerializableAOTDispatchCompiler
 
-    from . import aot_cache, needs_autograd, stats
+    from . import aot_cache, needs_autograd, stats, vocab_buffers
 
     name = f"graph{stats['graphs'] - 1}"
 
@@ -66,6 +66,8 @@ def aot_backend(gm, example_inputs: List, backend: Optional[str], opt_level: int
         return aot_autograd(fw_compiler=compiler("forward", cached), bw_compiler=compiler("backward", cached),
                             inference_compiler=compiler("compiled", cached), partition_fn=partition_fn(),
                             decompositions=backward_decompositions())(gm, example_inputs)
+
+    aot = vocab_buffers.with_joint_pass(aot)  # log-softmax recomputed in the backward (vocab_buffers.py)
 
     try:
         if not needs_autograd(example_inputs):
@@ -166,9 +168,11 @@ def backward_decompositions() -> dict:
     core aten ops that torch-mlir lowers."""
     import torch._decomp as decomp
 
+    from .vocab_buffers import decompositions as vocab_buffers_decompositions
+
     table = decomp.decomposition_table
-    return {op: fn for op, fn in table.items()
-            if "backward" in op.name() or op.name() == "aten::_fused_rms_norm"}
+    return {**{op: fn for op, fn in table.items()
+               if "backward" in op.name() or op.name() == "aten::_fused_rms_norm"}, **vocab_buffers_decompositions()}
 
 
 def drop_detaches(gm) -> None:

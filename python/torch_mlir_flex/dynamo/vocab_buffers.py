@@ -170,3 +170,104 @@ def apply(gm) -> dict:
         gm.graph.lint()
         gm.recompile()
     return done
+
+
+def decompositions() -> dict:
+    """Decompositions for AOTAutograd's joint graph (training.backward_
+    decompositions): `_log_softmax` as its primitives (max, subtract, exp,
+    sum, log), so that the min-cut partitioner saves the logits the model
+    returns anyway and two numbers per row for the backward, which
+    recomputes the log-probabilities where it reads them, rather than a
+    logits-sized float32 result (297 MiB per step at 512 x 151936)."""
+    from torch._decomp import decomposition_table
+
+    if os.environ.get("TORCH_MLIR_FLEX_VOCAB_BUFFERS", "1") == "0":
+        return {}
+    return {aten._log_softmax.default: decomposition_table[aten._log_softmax.default]}
+
+
+# Ops a recomputed log-softmax input may be reached through (one tensor operand).
+_PASS_THROUGH = (aten.view.default, aten._unsafe_view.default, aten._to_copy.default, aten.clone.default)
+
+
+def _log_softmax_nodes(node):
+    """The forward nodes of a decomposed log-softmax ending at `node`
+    (`shifted - log(sum(exp(shifted)))`, `shifted = x - amax(x)`) that
+    the backward can recompute from x and the two reductions: `shifted`,
+    `node`, and the casts and views x comes through; None when `node` is
+    not one."""
+    def call(n, *targets):
+        return isinstance(n, torch.fx.Node) and n.op == "call_function" and n.target in targets
+
+    if not call(node, aten.sub.Tensor) or len(node.args) != 2:
+        return None
+    shifted, lse = node.args
+    if not (call(lse, aten.log.default) and call(lse.args[0], aten.sum.dim_IntList)
+            and call(lse.args[0].args[0], aten.exp.default) and lse.args[0].args[0].args[0] is shifted):
+        return None
+    if not (call(shifted, aten.sub.Tensor) and call(shifted.args[1], aten.amax.default)
+            and shifted.args[1].args[0] is shifted.args[0]):
+        return None
+    out = [shifted, node]
+    x = shifted.args[0]
+    while call(x, *_PASS_THROUGH) and isinstance(x.args[0], torch.fx.Node):
+        out.append(x)
+        x = x.args[0]
+    return out
+
+
+def recompute_log_softmax(joint, joint_inputs=None):
+    """AOTAutograd's joint pass (`joint_pass`): the elementwise nodes of
+    each decomposed log-softmax are tagged for recomputation, so the min-cut
+    partitioner saves its input (a model's logits, which the forward
+    returns anyway) and its two per-row reductions instead of the
+    log-probabilities: for a 512 x 151936 float32 cross-entropy, 297 MiB
+    less saved and not written by the forward. Returns the graph."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    tagged = 0
+    for n in list(joint.graph.nodes):
+        found = _log_softmax_nodes(n)
+        if found is None:
+            continue
+        for m in found:
+            if m.meta.get("recompute") is None:
+                m.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
+        tagged += 1
+    if tagged:
+        from . import stats
+
+        stats["vocab_log_softmax_recomputed"] += tagged
+    return joint
+
+
+def joint_pass():
+    """A context in which AOTAutograd runs `recompute_log_softmax` on the
+    joint graph before partitioning it (after any joint pass already set);
+    a no-op context when TORCH_MLIR_FLEX_VOCAB_BUFFERS=0."""
+    import contextlib
+
+    import torch._functorch.config as functorch_config
+
+    if os.environ.get("TORCH_MLIR_FLEX_VOCAB_BUFFERS", "1") == "0":
+        return contextlib.nullcontext()
+    before = functorch_config.joint_custom_pass
+
+    def run(joint, joint_inputs):
+        if callable(before):
+            joint = before(joint, joint_inputs)
+        return recompute_log_softmax(joint, joint_inputs)
+
+    return functorch_config.patch(joint_custom_pass=run)
+
+
+def with_joint_pass(fn):
+    """`fn` run inside `joint_pass()` (training.aot_backend's `aot`)."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with joint_pass():
+            return fn(*args, **kwargs)
+
+    return run

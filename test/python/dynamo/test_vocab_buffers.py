@@ -86,6 +86,41 @@ def test_nll_loss_one_hot_becomes_compare(dtype):
     torch.testing.assert_close(gm(logp, target, grad), want, rtol=0, atol=0)
 
 
+def test_log_softmax_recomputed_not_saved():
+    """The joint pass tags a decomposed log-softmax's elementwise nodes:
+    the min-cut partitioner saves the logits (returned anyway) and the two
+    reductions, not the log-probabilities."""
+    from torch._decomp import decomposition_table
+    from torch._functorch.aot_autograd import aot_function
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    saved = {}
+
+    def fw(gm, _):
+        outs = gm.graph.output_node().args[0]
+        saved["shapes"] = [(tuple(o.meta["val"].shape), o.meta["val"].dtype) for o in outs[2:]]
+        return gm
+
+    def f(logits, target):
+        return logits, torch.nn.functional.cross_entropy(logits.float(), target)
+
+    logits = torch.randn(8, 1000, dtype=torch.bfloat16, requires_grad=True)
+    target = torch.randint(0, 1000, (8,))
+    with vocab_buffers.joint_pass():
+        g = aot_function(f, fw_compiler=fw, bw_compiler=lambda gm, _: gm,
+                         partition_fn=min_cut_rematerialization_partition,
+                         decompositions={**vocab_buffers.decompositions(),
+                                         aten._log_softmax_backward_data.default:
+                                         decomposition_table[aten._log_softmax_backward_data.default]})
+        out, loss = g(logits, target)
+    # Saved: the bf16 logits and per-row values, no float32 8 x 1000 tensor.
+    assert ((8, 1000), torch.float32) not in saved["shapes"], saved
+    loss.backward()
+    ref = logits.detach().clone().requires_grad_()
+    torch.nn.functional.cross_entropy(ref.float(), target).backward()
+    torch.testing.assert_close(logits.grad, ref.grad)
+
+
 def test_turned_off(monkeypatch):
     def f(head, idx, rows):
         return head + torch.zeros_like(head).index_put((idx,), rows, accumulate=True)
@@ -130,7 +165,8 @@ def test_tiny_qwen2_tied_large_vocab(fresh, monkeypatch):
     want = ref(input_ids=ids.clamp(min=0), labels=ids).loss
     want.backward()
     assert (delta("forward"), delta("backward"), delta("eager")) == (1, 1, 0), dict(dynamo.stats)
-    assert (delta("vocab_one_hot"), delta("vocab_scatter_add")) == (1, 1), dict(dynamo.stats)
+    assert (delta("vocab_one_hot"), delta("vocab_scatter_add"), delta("vocab_log_softmax_recomputed")) == (1, 1, 1), \
+        dict(dynamo.stats)
     assert not warned
     torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
@@ -145,6 +181,6 @@ def test_tiny_qwen2_tied_large_vocab(fresh, monkeypatch):
     blas.live_peak_bytes(reset=True)
     loss.backward()
     peak_off = blas.live_peak_bytes()
-    # Off: the zero-filled one-hot, SEQ x VOCAB floats, on top (measured:
-    # 1061120 bytes on, 1328064 off).
+    assert delta("vocab_log_softmax_recomputed") == 1  # unchanged: off
+    # Off: the zero-filled one-hot, SEQ x VOCAB floats, on top.
     assert peak_on + SEQ * VOCAB * 4 <= peak_off, (peak_on, peak_off)

@@ -14,6 +14,8 @@
  * worker thread, still returns NULL after naming its size on stderr. The
  * blocks the call had allocated before the failure are not freed (the
  * compiled code's own frames are gone): a failure leaks them once.
+ * Around each call it tells the heap which function runs, and when the
+ * call is over (FlexAlloc.c: which calls its kept blocks serve).
  *
  *===----------------------------------------------------------------------===*/
 #define _GNU_SOURCE /* RTLD_DEFAULT */
@@ -36,10 +38,12 @@ int64_t flex_guarded_call(void (*fn)(void *), void *args) {
   Guard guard;
   Guard *outer = t_guard;
   guard.failed_bytes = 0;
+  flex_heap_call_begins((const void *)fn);
   t_guard = &guard;
   if (setjmp(guard.env) == 0)
     fn(args);
   t_guard = outer;
+  flex_heap_call_ended();
   return guard.failed_bytes ? (int64_t)guard.failed_bytes : 0;
 }
 

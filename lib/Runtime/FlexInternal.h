@@ -16,4 +16,10 @@
  * can; returns otherwise. */
 FLEX_RUNTIME_INTERNAL void flex_guard_allocation_failed(uint64_t bytes);
 
+/* FlexAlloc.c: which calls the heap's kept blocks serve (its banner), and
+ * what FlexGuard.c tells it around each compiled call. */
+enum { FLEX_HEAP_SCOPE_FUNCTION = 0, FLEX_HEAP_SCOPE_CALL = 1, FLEX_HEAP_SCOPE_PROCESS = 2 };
+FLEX_RUNTIME_INTERNAL void flex_heap_call_begins(const void *fn);
+FLEX_RUNTIME_INTERNAL void flex_heap_call_ended(void);
+
 #endif

@@ -443,6 +443,21 @@ def release_memory() -> None:
         _runtime.flex_runtime_release_memory()
 
 
+HEAP_SCOPES = ("function", "call", "process")  # FlexAlloc.c's FLEX_HEAP_SCOPE_* in order
+
+
+def heap_scope(name=None) -> str:
+    """Which calls the compiled code's kept blocks serve (FlexAlloc.c;
+    $FLEX_ALLOC_CACHE_SCOPE): "function" (the next call of the function
+    that freed them; a call of another function frees them), "call" (none
+    after the call), "process" (any call). Sets it when `name` is given
+    (kept blocks are freed on a change); returns the scope in effect."""
+    if name is not None and name not in HEAP_SCOPES:
+        raise FlexBackendError(f"unknown heap scope {name!r}: expected one of {HEAP_SCOPES}")
+    fn = _runtime_fn("flex_runtime_set_heap_scope", ctypes.c_int, [ctypes.c_int])
+    return HEAP_SCOPES[fn(-1 if name is None else HEAP_SCOPES.index(name))]
+
+
 def live_peak_bytes(reset: bool = False) -> int:
     """Peak of the bytes the compiled code held in live allocations (its
     temporaries) since the last reset; `reset` starts a new peak."""
@@ -460,10 +475,11 @@ def kept_bytes() -> int:
 
 def heap_functions():
     """(aligned_alloc(alignment, bytes) -> address, free(address)) of the
-    compiled code's heap (FlexAlloc.c), typed for ctypes; loads the runtime
-    library (FlexBackendError if it is missing)."""
+    compiled code's heap (FlexAlloc.c) for results (not counted in
+    `live_peak_bytes`), typed for ctypes; loads the runtime library
+    (FlexBackendError if it is missing)."""
     runtime_library()
-    alloc, free = _runtime._mlir_memref_to_llvm_aligned_alloc, _runtime._mlir_memref_to_llvm_free
+    alloc, free = _runtime.flex_runtime_result_alloc, _runtime._mlir_memref_to_llvm_free
     alloc.argtypes, alloc.restype = [ctypes.c_uint64, ctypes.c_uint64], ctypes.c_void_p
     free.argtypes, free.restype = [ctypes.c_void_p], None
     return alloc, free

@@ -17,7 +17,7 @@ import os
 
 from .. import _load_order
 from ..mlir import ir, passmanager
-from . import memref_abi, out_heap
+from . import compiler_memory, memref_abi, out_heap
 from .fast_inputs import FastInputs
 from .calling import (UNSHARE_BEFORE, entry_signature, find_func, scalars_to_tensors, status_messages,
                       to_destination_passing, unshare_inits)
@@ -120,6 +120,8 @@ class JitFunction:
                     f"JIT compilation of @{func_name} (pipeline {pipeline!r}) failed: {e} "
                     "(see the diagnostics above)") from None
             self._bind(module, shapes, shape_checks)
+            del module
+        compiler_memory.release(len(self.lowered_text))  # a whole model's compile is over
 
     @property
     def lowered(self) -> str:

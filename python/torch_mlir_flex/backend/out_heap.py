@@ -8,8 +8,9 @@ result again: for a 0.5B model's logits at S=1024 (1024 x 151936 f32,
 of a 2-layer forward. `empty(shape, dtype)` takes a block of at least
 `MIN_BYTES` from the runtime's heap instead: when the tensor dies, its block
 goes back there and is kept (up to $FLEX_ALLOC_CACHE_MB), so the next call's
-result of that size reuses its pages. Smaller results, or a process without
-the runtime library, get `torch.empty`.
+result of that size (or a temporary: the heap reuses blocks across sizes)
+reuses its pages. Smaller results, or a process without the runtime
+library, get `torch.empty`.
 
 The tensor is a plain CPU tensor over that block (`torch.frombuffer`); it
 holds the block's owner object, whose finalizer frees the block when the
@@ -20,10 +21,14 @@ import ctypes
 import math
 import weakref
 
-# Results at least this large come from the runtime's heap: below glibc's
-# largest mmap threshold (32 MiB) torch's own blocks are reused from the
-# heap anyway.
-MIN_BYTES = 32 << 20
+# Results at least this large come from the runtime's heap (its kept
+# blocks' threshold, KEEP_MIN_BYTES of FlexAlloc.c): the compiled code's
+# temporaries and the results then reuse each other's blocks. With 32 MiB,
+# a 4-layer Llama's training forward took its 118 results (the activations
+# saved for the backward, 259 MiB) from glibc's heap while the runtime's
+# kept blocks lay unused beside them: 1191 MiB peak against 1157 (issue
+# #42, docs/runtime.md "The compiled code's heap").
+MIN_BYTES = 256 << 10
 ALIGNMENT = 64
 
 _alloc = None  # (aligned_alloc, free) of the runtime, once loaded

@@ -7,7 +7,9 @@ most 3 graphs, with no graph break and none in eager, and gives the tokens
 of per-request greedy `model.generate` (a Llama; a Qwen2 with a full and a
 sliding-window layer). Outside our backend's frames
 transformers' update runs unchanged: eager `generate_batch`, and Dynamo's
-own "eager" backend still breaks at it.
+own "eager" backend still breaks at it. Imported before transformers'
+continuous batching, torch_mlir_flex.dynamo replaces the update when it
+is imported.
 
     PYTHONPATH=python pytest -q test/python/hf/test_sdpa_paged_compile.py
 """
@@ -126,3 +128,23 @@ def test_transformers_update_outside_our_backend():
     assert got == want
     assert delta["breaks"] > 0, delta  # one per layer and step: transformers' update
     assert delta.get("graphs", 0) == 0, delta  # nothing reached our backend
+
+
+def test_installed_when_transformers_is_imported_later():
+    """torch_mlir_flex.dynamo imported before transformers' continuous
+    batching (a fresh process): the update is replaced at that import."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys, torch_mlir_flex.dynamo\n"
+            "assert 'transformers.generation.continuous_batching.cache' not in sys.modules\n"
+            "from transformers.generation.continuous_batching import cache\n"
+            "from torch_mlir_flex.dynamo import paged_cache_update as p\n"
+            "print(getattr(cache.PagedAttentionCache.update, '_flex_traceable_update', False),"
+            " getattr(p._original, '_torchdynamo_disable', False))\n")
+    python = os.path.join(os.path.dirname(__file__), "..", "..", "..", "python")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([python, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["True", "True"], out.stdout

@@ -226,7 +226,7 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Restores transformers' update (tests)."""
+    """Restores transformers' update (to measure without the change)."""
     global _original
     module = sys.modules.get(_CACHE_MODULE)
     if module is not None and _original is not None and \

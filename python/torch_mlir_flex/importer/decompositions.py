@@ -18,6 +18,11 @@ torch-mlir's default table plus our own, which win for the same op:
   - ``aten.sort.stable``: ``aten.sort`` (our sort lowering is always stable);
   - ``aten.erfc``: ``1 - erf(x)`` (absolute error ~1e-7; no relative
     accuracy in the far tail).
+- ``aten.select_scatter`` (``cache[i].copy_(x)`` after functionalization):
+  torch-mlir's table writes it as ``where(arange == i, x, input)``, an
+  elementwise pass over the whole input (a full copy of a mutated KV cache
+  per call); ours is ``slice_scatter(input, x.unsqueeze(dim), dim, i, i + 1)``,
+  an insert of the one row, done in place on the input's buffer.
 - ``aten._scaled_dot_product_flash_attention_for_cpu`` (an SDPA call
   sdpa_as_flex left alone, or ``TORCH_MLIR_FLEX_SDPA=decompose``): torch's
   decomposition returns the attention weights where the op returns the
@@ -80,6 +85,13 @@ def _erfc(self):
     return 1 - torch.erf(self)
 
 
+def _select_scatter(self, src, dim: int, index: int):
+    dim = dim % self.dim() if self.dim() else 0
+    if index < 0:
+        index += self.shape[dim]
+    return aten.slice_scatter(self, src.unsqueeze(dim), dim, index, index + 1)
+
+
 def _sdpa_flash_cpu(query, key, value, dropout_p: float = 0.0, is_causal: bool = False, *,
                     attn_mask=None, scale=None):
     if dropout_p != 0.0:
@@ -123,6 +135,7 @@ FLEX_DECOMPOSITIONS: Dict[Any, Callable] = {
     aten.histc.default: _histc,
     aten.sort.stable: _sort_stable,
     aten.erfc.default: _erfc,
+    aten.select_scatter.default: _select_scatter,
     aten._scaled_dot_product_flash_attention_for_cpu.default: _sdpa_flash_cpu,
 }
 

@@ -44,15 +44,21 @@ def _check(op: TmOp, pos: ir.Value, size: ir.Value, d: int) -> ir.Value:
 
 
 # Ops that only retype a value (the frontend runs before they fold away).
-_RETYPES = ("torch_c.to_builtin_tensor", "tensor.cast")
+_RETYPES = ("torch_c.to_builtin_tensor", "torch_c.from_builtin_tensor", "tensor.cast")
+# Views of their first operand: one-shot bufferization makes each a view of
+# the same buffer (subview, expand_shape, collapse_shape). A KV cache written
+# through `cache.view(...)[rows].index_copy_(...)` or `cache.view(...)[idx] =`
+# scatters into such a view of the input.
+_VIEWS = ("tensor.extract_slice", "tensor.expand_shape", "tensor.collapse_shape")
 
 
 def _is_function_argument(v: ir.Value) -> bool:
-    """`v` is an argument of the function (through retyping casts)."""
+    """`v` is an argument of the function or a view of one (through
+    retyping casts, slices and reshapes)."""
     owner = v.owner
     while not isinstance(owner, ir.Block):
         op = getattr(owner, "operation", owner)
-        if op.name not in _RETYPES:
+        if op.name not in _RETYPES and op.name not in _VIEWS:
             return False
         owner = op.operands[0].owner
     parent = owner.owner
@@ -101,7 +107,8 @@ def lower_scatter(op: TmOp):
         return [B.insert(new, orig, pos)]
 
     ubs = [B.dim(updates, i) for i in range(upd_rank)]
-    # A function argument is updated itself: a KV cache the program writes
+    # A function argument (or a view of one: a slice, a reshape) is updated
+    # itself: a KV cache the program writes
     # with index_copy_ / index_put is updated where it stands when the
     # caller lets the function write that input (calling.py's in_place);
     # one-shot bufferization copies it first when it may not (any other

@@ -321,3 +321,5 @@ from . import traceable_block_mask  # noqa: E402  (one graph for transformers' f
 traceable_block_mask.install()
 from . import paged_cache_update  # noqa: E402  (one graph per step of transformers' paged cache)
 paged_cache_update.install()
+from . import broadcast_masks  # noqa: E402  (create_block_mask traced without vmap)
+broadcast_masks.install()

@@ -27,9 +27,6 @@ training.py) turns the cache on for our compile only:
 - the backward graph is compiled with the forward (AOTAutograd's
   `force_non_lazy_backward_lowering`), so that the entry, which holds
   both, is stored while the settings above apply;
-- `sdpa_as_flex.sdpa_flex`, the function our SDPA rewrite calls, is
-  marked cacheable for torch's check of the graph's targets (keyed by the
-  build id).
 
 Graphs with symbolic sizes, graphs that ran in eager PyTorch, and graphs
 torch's check refuses are not stored (torch counts a bypass). Turned off by
@@ -38,11 +35,22 @@ torch's check refuses are not stored (torch counts a bypass). Turned off by
 everything again), and by torch's own switches
 (`torch.compiler.config.force_disable_caches`,
 `TORCHINDUCTOR_AUTOGRAD_CACHE=0`, `TORCHINDUCTOR_FX_GRAPH_CACHE=0`).
-`cache.stats["aot_stored"]` / `["aot_loaded"]` count the graphs stored /
-loaded here.
+`cache.stats["aot_loaded"]` counts the graphs loaded here; torch's
+`counters["aot_autograd"]` its hits, misses, bypasses and stored entries.
+
+torch's key (`autograd_cache_key`) is replaced, while our compile runs, by
+`graph_key`: torch's own checks of the graph, then a hash of what our
+compile depends on, without torch's hash of inductor's configuration and
+code generators (whose imports cost 0.5-1 s of a warm step).
+
+Not stored yet: graphs with SDPA calls rewritten by `sdpa_as_flex` (torch
+could not pickle their entry: "'str' object has no attribute
+'__name__'"): `graph_key` refuses them (torch counts a bypass) and they
+compile as before.
 """
 
 import contextlib
+import functools
 import os
 
 from ..log import get_logger
@@ -77,12 +85,6 @@ def _tag(backend, opt_level) -> str:
     return "torch_mlir_flex-" + stage_cache.key("aot", backend, opt_level, env)
 
 
-def _sdpa_flex_name() -> str:
-    from .sdpa_as_flex import sdpa_flex
-
-    return f"{sdpa_flex.__module__}.{sdpa_flex.__name__}"
-
-
 @contextlib.contextmanager
 def enabled_for(backend, opt_level):
     """AOTAutograd's bundled cache on, for our compile (see above); a no-op
@@ -90,9 +92,7 @@ def enabled_for(backend, opt_level):
     if not enabled():
         yield False
         return
-    from ..backend import cache_trust, stage_cache
-
-    from ..backend import cache
+    from ..backend import cache, cache_trust
 
     root, sub = cache.cache_dir(), directory()
     if not (cache_trust.usable_root(root, create=True) and cache_trust.usable_root(sub, create=True)):
@@ -100,21 +100,78 @@ def enabled_for(backend, opt_level):
         return
     import torch
     import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
+    from torch._functorch._aot_autograd import autograd_cache
     from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
 
-    marked = dict(inductor_config.unsafe_marked_cacheable_functions)
-    marked[_sdpa_flex_name()] = stage_cache.build_id()
     original_dir = AOTAutogradCache.__dict__["_get_tmp_dir"]
+    original_key = autograd_cache.autograd_cache_key
     AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: sub)
+    autograd_cache.autograd_cache_key = functools.partial(graph_key, tag=_tag(backend, opt_level))
     try:
         with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
                                     force_non_lazy_backward_lowering=True), \
-                inductor_config.patch(unsafe_marked_cacheable_functions=marked), \
                 torch.compiler.config.patch(cache_key_tag=_tag(backend, opt_level)):
             yield True
     finally:
         AOTAutogradCache._get_tmp_dir = original_dir
+        autograd_cache.autograd_cache_key = original_key
+
+
+def graph_key(mod, example_inputs, config, compiler_config_extra=None, tag=""):
+    """(key, []) of AOTAutograd's result for Dynamo's graph `mod`, in place
+    of torch's `autograd_cache_key` while our compile runs. torch's checks
+    of the graph's targets (`check_cacheable`) and its placeholder names
+    normalized as torch does; then, instead of torch's hash of inductor's
+    configuration, its code generators (importing them: 0.5-1 s of a warm
+    step) and torch's sources: `tag` (our build id, which holds torch's
+    version, the pipeline, the environment), the graph's code with every
+    node's shape, strides, dtype and device, its nested graphs, constants
+    and the Python functions it calls (module_key.py), the inputs'
+    metadata, AOTAutograd's configuration and settings and the grad,
+    autocast and determinism modes. Symbolic inputs are not keyed
+    (torch's bypass: compiled as before)."""
+    import hashlib
+    import pickle
+
+    import torch
+    from torch._functorch import config as functorch_config
+    from torch._functorch._aot_autograd.autograd_cache import (BypassAOTAutogradCache, check_cacheable,
+                                                               sanitize_gm_for_cache)
+    from torch._inductor.codecache import AOTAUTOGRAD_CACHE_PREFIX, extract_tensor_metadata_for_cache_key
+
+    from ..backend.module_key import _Describer, _Undescribable
+
+    from .sdpa_as_flex import sdpa_flex
+
+    gm = mod.gm if isinstance(mod, torch._dynamo.utils.GmWrapper) else mod
+    if gm.graph.find_nodes(op="call_function", target=sdpa_flex):
+        raise BypassAOTAutogradCache("torch_mlir_flex: SDPA calls rewritten to flex_attention (not stored yet)")
+    with sanitize_gm_for_cache(gm):
+        check_cacheable(gm)
+        d = _Describer(list(gm.named_modules(remove_duplicate=False)))
+        try:
+            d.graph_module(gm)
+        except _Undescribable as e:
+            raise BypassAOTAutogradCache(f"torch_mlir_flex: the graph holds {e}") from None
+    h = hashlib.sha256(tag.encode())
+    h.update("\n".join(d.parts).encode())
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor):
+            if any(isinstance(s, torch.SymInt) for s in (*x.shape, *x.stride())):
+                raise BypassAOTAutogradCache("torch_mlir_flex: symbolic sizes")
+            h.update(repr(extract_tensor_metadata_for_cache_key(x)).encode())
+        elif isinstance(x, (int, float, bool)) or x is None:
+            h.update(repr((type(x).__name__, x)).encode())
+        else:
+            raise BypassAOTAutogradCache(f"torch_mlir_flex: an input of type {type(x).__name__}")
+    c = config.to_cacheable()
+    h.update(repr((c.num_params_buffers, c.keep_inference_input_mutations, c.is_export, c.no_tangents,
+                   c.dynamic_shapes, c.aot_autograd_arg_pos_to_source, c.static_input_indices, c.pre_dispatch,
+                   torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(),
+                   [(dev, torch.get_autocast_dtype(dev)) for dev in torch._C._autocast_supported_devices()
+                    if torch.is_autocast_enabled(dev)])).encode())
+    h.update(pickle.dumps(functorch_config.save_config()))
+    return AOTAUTOGRAD_CACHE_PREFIX + h.hexdigest()[:52], []
 
 
 def static_examples(fakes):
@@ -195,9 +252,6 @@ class FlexOutputCode(_output_code_base()):
         if self._recipe is None:
             raise BypassAOTAutogradCache("torch_mlir_flex: a graph with symbolic sizes, that ran in eager "
                                          "PyTorch or that could not be pickled")
-        from ..backend import cache
-
-        cache.stats["aot_stored"] += 1
         self._fn = None  # (a copy: the live object keeps its function)
 
     def post_compile(self, example_inputs, constants, graph_kwargs) -> None:

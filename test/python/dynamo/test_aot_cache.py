@@ -68,17 +68,16 @@ def _compiled_all(run):
     assert run["dynamo"]["forward"] == 1 and run["dynamo"]["backward"] == 1, run
 
 
-@pytest.mark.parametrize("attn", ["flex_attention", "sdpa"])
-def test_second_process_loads_aotautograd_from_the_cache(tmp_path, attn):
-    cold = _train(tmp_path, attn)
+def test_second_process_loads_aotautograd_from_the_cache(tmp_path):
+    cold = _train(tmp_path)
     _compiled_all(cold)
-    assert cold["aot"].get("autograd_cache_miss") == 1 and cold["cache"]["aot_stored"] == 2, cold
+    assert cold["aot"].get("autograd_cache_miss") == 1 and cold["aot"].get("autograd_cache_saved") == 1, cold
     assert not cold["aot"].get("autograd_cache_bypass"), cold
-    assert (tmp_path / "aotautograd").is_dir()
-    warm = _train(tmp_path, attn)
+    assert any((tmp_path / "aotautograd").iterdir())
+    warm = _train(tmp_path)
     _compiled_all(warm)
     assert warm["aot"].get("autograd_cache_hit") == 1 and not warm["aot"].get("autograd_cache_miss"), warm
-    assert warm["cache"]["aot_loaded"] == 2 and not warm["cache"].get("aot_stored"), warm
+    assert warm["cache"]["aot_loaded"] == 2 and not warm["aot"].get("autograd_cache_saved"), warm
     # Our stages from our caches: no export, lowering or code generation.
     assert warm["cache"]["export_skipped"] == 2 and warm["cache"]["hits"] == 2, warm
     for k in ("stage_stored", "misses", "stored"):
@@ -100,8 +99,16 @@ def test_changed_model_or_setting_misses(tmp_path):
     _compiled_all(default)
     assert default["aot"].get("autograd_cache_miss") == 1 and not default["aot"].get("autograd_cache_hit"), default
     assert default["losses"][0] == pytest.approx(cold["losses"][0], rel=1e-5)
-    # Off: neither looked up nor stored.
+    # Off: neither looked up nor stored; the same losses.
     off = _train(tmp_path, TORCH_MLIR_FLEX_AOT_CACHE="0")
     _compiled_all(off)
     assert not off["aot"].get("autograd_cache_hit") and not off["aot"].get("autograd_cache_miss"), off
-    assert off["losses"] == cold["losses"]
+    assert off["losses"] == cold["losses"], off
+
+
+def test_sdpa_model_trains_with_the_cache_on(tmp_path):
+    """An SDPA model (not stored: aot_cache.py) compiles and trains as before."""
+    cold, warm = _train(tmp_path, "sdpa"), _train(tmp_path, "sdpa")
+    for run in (cold, warm):
+        _compiled_all(run)
+    assert warm["losses"] == cold["losses"] and warm["cache"]["export_skipped"] == 2, warm

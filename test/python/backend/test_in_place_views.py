@@ -62,8 +62,18 @@ def index_put_view_reshaped(cache, new, idx):
     return new.sum()
 
 
+def two_writes_one_view(cache, new, idx):
+    """transformers' paged update: K then V rows written through one
+    flattened view, then rows of it read (the second scatter starts from
+    the first one's result)."""
+    rows = cache.flatten(0, 1)  # [B * H, L, D]
+    rows.index_copy_(1, idx, new.flatten(0, 1))
+    rows.index_copy_(1, (idx + 5) % L, new.flatten(0, 1) * 3)
+    return rows.index_select(1, idx).sum(1)
+
+
 FORMS = [view_index_copy, select_index_copy, slice_copy, select_copy, index_put_view,
-         index_put_view_reshaped]
+         index_put_view_reshaped, two_writes_one_view]
 
 
 def _call_args(seed, rows):
@@ -104,8 +114,8 @@ def test_written_in_place_without_a_cache_copy(form):
     assert cache.data_ptr() == ptr
 
 
-@pytest.mark.parametrize("form", [view_index_copy, select_copy, index_put_view],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("form", [view_index_copy, select_copy, index_put_view,
+                                  two_writes_one_view], ids=lambda f: f.__name__)
 def test_dynamo_updates_the_callers_tensor(form):
     before = dynamo.stats["eager"]
     fn = torch.compile(form, backend="torch_mlir_flex")

@@ -50,17 +50,25 @@ _RETYPES = ("torch_c.to_builtin_tensor", "torch_c.from_builtin_tensor", "tensor.
 # through `cache.view(...)[rows].index_copy_(...)` or `cache.view(...)[idx] =`
 # scatters into such a view of the input.
 _VIEWS = ("tensor.extract_slice", "tensor.expand_shape", "tensor.collapse_shape")
+# scf.for's operands before its iteration arguments (lower bound, upper, step).
+_FOR_BOUNDS = 3
 
 
 def _is_function_argument(v: ir.Value) -> bool:
     """`v` is an argument of the function or a view of one (through
-    retyping casts, slices and reshapes)."""
+    retyping casts, slices and reshapes), or the result of loops that
+    started from one (an earlier scatter into the same cache: K, then V
+    written through one view)."""
     owner = v.owner
     while not isinstance(owner, ir.Block):
         op = getattr(owner, "operation", owner)
-        if op.name not in _RETYPES and op.name not in _VIEWS:
+        if op.name in _RETYPES or op.name in _VIEWS:
+            v = op.operands[0]
+        elif op.name == "scf.for":
+            v = op.operands[_FOR_BOUNDS + ir.OpResult(v).result_number]
+        else:
             return False
-        owner = op.operands[0].owner
+        owner = v.owner
     parent = owner.owner
     return getattr(parent, "name", None) == "func.func" or getattr(
         getattr(parent, "operation", None), "name", None) == "func.func"

@@ -89,13 +89,20 @@ def _big_f32_buffers(loops: str):
     than the rows written (a copy of the cache or of the view written
     through, the full copy this file guards against)."""
     written = B * H * N * D
+
+    def big(ln):
+        return [d for d in _BUFFER.findall(ln)
+                if math.prod(int(n) for n in d.rstrip("x").split("x")) > written]
+
     found = []
     for ln in loops.splitlines():
-        if not re.search(r"memref\.alloc|memref\.copy|linalg\.copy", ln):
-            continue
-        for dims in _BUFFER.findall(ln):
-            if math.prod(int(d) for d in dims.rstrip("x").split("x")) > written:
-                found.append(ln.strip())
+        if re.search(r"memref\.alloc|memref\.copy|linalg\.copy", ln) and big(ln):
+            found.append(ln.strip())
+        # An outlined loop nest given two such buffers: a copy of the cache
+        # into itself or into another buffer (flex-in-place-results' copy
+        # back when the result is not the argument's buffer).
+        elif ln.strip().startswith("call @") and len(big(ln.split(" : ")[-1])) > 1:
+            found.append(ln.strip())
     return found
 
 

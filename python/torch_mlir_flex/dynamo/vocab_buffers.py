@@ -36,7 +36,7 @@ aten = torch.ops.aten
 
 # Producers of an all-zeros tensor (the scatter-add's base).
 _ZEROS = (aten.new_zeros.default, aten.zeros.default, aten.zeros_like.default)
-# Scatter-adds of rows into a base: (op, position of the base, accumulate flag's position or None).
+# Scatter-adds of rows into their first operand: op -> position of the accumulate flag (None: always).
 _ACCUMULATE = {
     aten._unsafe_masked_index_put_accumulate.default: None,
     aten.index_put.default: 3,

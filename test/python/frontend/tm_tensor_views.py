@@ -60,3 +60,18 @@ show("index_put_reshaped",
 show("select_scatter_negative",
      lambda buf, v: torch.select_scatter(buf, v, 1, -2),
      torch.zeros(4, 8), torch.randn(4))
+
+# K then V written through one view (transformers' paged cache update): the
+# second scatter starts from the first one's loops, no copy in between.
+# CHECK-LABEL: func.func @two_writes_one_view(
+# CHECK-SAME:    %[[ARG:[a-z0-9]+]]: tensor<4x2x3xf32>
+# CHECK:         %[[V:.*]] = tensor.collapse_shape %[[ARG]]
+# CHECK-NOT:     alloc_tensor
+# CHECK:         %[[K:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[V]]) -> (tensor<8x3xf32>)
+# CHECK-NOT:     alloc_tensor
+# CHECK:         scf.for {{.*}} iter_args(%{{.*}} = %[[K]]) -> (tensor<8x3xf32>)
+# CHECK-NOT:     alloc_tensor
+# CHECK:         return
+show("two_writes_one_view",
+     lambda buf, k, v, i: buf.flatten(0, 1).index_put((i,), k).index_put((i + 4,), v),
+     torch.zeros(4, 2, 3), torch.randn(2, 3), torch.randn(2, 3), torch.tensor([0, 2]))

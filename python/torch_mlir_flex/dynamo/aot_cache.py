@@ -197,14 +197,27 @@ def static_examples(fakes):
 
 
 def dump_graph(graph):
-    """GraphPickler's bytes of `graph`, or None when it cannot pickle it."""
+    """GraphPickler's bytes of `graph`, or None when it cannot pickle it
+    or it reads tensor constants (get_attr: a loaded copy held them as
+    fake tensors, which our compile cannot read)."""
+    import torch
     from torch.fx._graph_pickler import GraphPickler, Options
 
+    for sub in graph.modules():
+        for node in getattr(getattr(sub, "graph", None), "nodes", ()):
+            if node.op == "get_attr" and isinstance(_attr(sub, node.target), torch.Tensor):
+                return None
     try:
         return GraphPickler.dumps(graph, Options(ops_filter=None, node_metadata_key_filter=lambda k: k in _KEPT_META))
     except Exception as e:  # an object in the graph GraphPickler does not know
         log.info("torch_mlir_flex: AOTAutograd cache: graph not stored (%s: %s)", type(e).__name__, e)
         return None
+
+
+def _attr(owner, target: str):
+    for part in target.split("."):
+        owner = getattr(owner, part, None)
+    return owner
 
 
 def load_graph(data, examples=(), fake_mode=None):

@@ -23,6 +23,13 @@ torch-mlir's default table plus our own, which win for the same op:
   elementwise pass over the whole input (a full copy of a mutated KV cache
   per call); ours is ``slice_scatter(input, x.unsqueeze(dim), dim, i, i + 1)``,
   an insert of the one row, done in place on the input's buffer.
+- ``aten.index_copy`` / ``aten.index_copy_``: torch's decomposition (an
+  ``index_put``) after sending every negative index to the most negative
+  value of its dtype. Eager index_copy refuses a negative index (IndexError)
+  where index_put counts it from the end, so the decomposition alone wrote
+  ``index_copy_(0, tensor([-3]), src)`` into row size - 3; past the wrap,
+  the scatter's run-time check (frontend/tm_tensor/scatter.py) raises a
+  ``FlexIndexError`` (an IndexError) as for an index >= size.
 - ``aten._scaled_dot_product_flash_attention_for_cpu`` (an SDPA call
   sdpa_as_flex left alone, or ``TORCH_MLIR_FLEX_SDPA=decompose``): torch's
   decomposition returns the attention weights where the op returns the
@@ -44,6 +51,7 @@ import math
 from typing import Any, Callable, Dict
 
 import torch
+from torch._decomp import decomposition_table as torch_decompositions
 from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
 aten = torch.ops.aten
@@ -92,6 +100,21 @@ def _select_scatter(self, src, dim: int, index: int):
     return aten.slice_scatter(self, src.unsqueeze(dim), dim, index, index + 1)
 
 
+def _no_wrap(index):
+    """`index` with its negative entries at the dtype's minimum: still
+    negative once index_put adds the dimension's size (any size below
+    2**31), so the scatter's bounds check refuses them."""
+    return torch.where(index < 0, torch.iinfo(index.dtype).min, index)
+
+
+def _index_copy(self, dim: int, index, source):
+    return torch_decompositions[aten.index_copy.default](self, dim, _no_wrap(index), source)
+
+
+def _index_copy_(self, dim: int, index, source):
+    return torch_decompositions[aten.index_copy_.default](self, dim, _no_wrap(index), source)
+
+
 def _sdpa_flash_cpu(query, key, value, dropout_p: float = 0.0, is_causal: bool = False, *,
                     attn_mask=None, scale=None):
     if dropout_p != 0.0:
@@ -136,6 +159,8 @@ FLEX_DECOMPOSITIONS: Dict[Any, Callable] = {
     aten.sort.stable: _sort_stable,
     aten.erfc.default: _erfc,
     aten.select_scatter.default: _select_scatter,
+    aten.index_copy.default: _index_copy,
+    aten.index_copy_.default: _index_copy_,
     aten._scaled_dot_product_flash_attention_for_cpu.default: _sdpa_flash_cpu,
 }
 

@@ -254,3 +254,66 @@ def test_dynamic_capture_short_or_empty(backend):
         fn(q, k, v, t[:10].clone())
     with pytest.raises(FlexIndexError, match="index 0 is out of bounds for dimension 0 with size 0"):
         fn(q, k, v, torch.empty(0))
+
+
+# index_copy_ does not wrap negative indices (eager raises IndexError) where
+# index_put, the op torch decomposes it into, does: a negative index must
+# raise, not write row size + index (importer/decompositions.py).
+class CopyRows(torch.nn.Module):
+    def forward(self, cache, rows, src):
+        cache.index_copy_(0, rows, src)
+        return cache * 2
+
+
+class PutRows(torch.nn.Module):
+    def forward(self, cache, rows, src):
+        cache[rows] = src  # index_put: negative indices wrap, as in eager
+        return cache * 2
+
+
+def _rows_args(rows):
+    g = torch.Generator().manual_seed(5)
+    return torch.randn(5, 3, generator=g), torch.tensor(rows), torch.randn(2, 3, generator=g)
+
+
+def _index_copy_raises_like_eager(fn):
+    for rows in ([-3, 1], [0, -1], [5, 2]):
+        cache, idx, src = _rows_args(rows)
+        with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 5"):
+            CopyRows()(cache.clone(), idx, src)
+        with pytest.raises(FlexIndexError, match=r"index out of range in aten\.index_put") as e:
+            fn(cache, idx, src)
+        assert isinstance(e.value, IndexError)
+    # Valid rows after the failures: output and the caller's cache as eager's.
+    cache, idx, src = _rows_args([4, 1])
+    want_cache = cache.clone()
+    want = CopyRows()(want_cache, idx, src)
+    torch.testing.assert_close(fn(cache, idx, src), want)
+    torch.testing.assert_close(cache, want_cache)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_copy_negative_or_past_end_raises(backend):
+    fn = torch_mlir_flex.compile(CopyRows(), _rows_args([0, 1]), backend=backend)
+    _index_copy_raises_like_eager(fn)
+
+
+def test_index_copy_raises_through_dynamo():
+    from torch_mlir_flex import dynamo
+
+    dynamo.register()
+    before = dict(dynamo.stats)
+    fn = torch.compile(CopyRows(), backend="torch_mlir_flex", dynamic=False)
+    fn(*_rows_args([0, 1]))
+    _index_copy_raises_like_eager(fn)
+    assert dynamo.stats["eager"] == before.get("eager", 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_put_negative_rows_still_wrap(backend):
+    fn = torch_mlir_flex.compile(PutRows(), _rows_args([0, 1]), backend=backend)
+    cache, idx, src = _rows_args([-3, -1])
+    want_cache = cache.clone()
+    want = PutRows()(want_cache, idx, src)
+    torch.testing.assert_close(fn(cache, idx, src), want)
+    torch.testing.assert_close(cache, want_cache)

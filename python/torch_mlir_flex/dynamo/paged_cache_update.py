@@ -48,8 +48,9 @@ itself).
 """
 
 import functools
-import importlib.abc
 import sys
+
+from .import_hook import after_import
 
 _CACHE_MODULE = "transformers.generation.continuous_batching.cache"
 _FLEX_PAGED = "flex_paged"  # hf/paged.py's attention (its update wrapper writes)
@@ -190,39 +191,10 @@ def _install_in(module) -> None:
     cls.update = _wrap(current)
 
 
-class _WhenImported(importlib.abc.MetaPathFinder):
-    """Calls `_install_in` once transformers' cache module has been
-    executed, then leaves `sys.meta_path`."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _CACHE_MODULE:
-            return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None:
-                break
-        else:
-            return None
-        execute = getattr(spec.loader, "exec_module", None)
-        if execute is None:
-            return spec
-
-        def exec_module(module):
-            execute(module)
-            _install_in(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def install() -> None:
     """Makes the change above now or when transformers' module is imported
     (idempotent)."""
-    if _CACHE_MODULE in sys.modules:
-        _install_in(sys.modules[_CACHE_MODULE])
-    elif not any(isinstance(f, _WhenImported) for f in sys.meta_path):
-        sys.meta_path.insert(0, _WhenImported())
+    after_import(_CACHE_MODULE, _install_in)
 
 
 def uninstall() -> None:

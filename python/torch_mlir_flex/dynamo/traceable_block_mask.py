@@ -43,9 +43,10 @@ Dynamo traces a frame for our backend; 1 and 3 in grad mode only:
 """
 
 import functools
-import importlib.abc
 import inspect
 import sys
+
+from .import_hook import after_import
 
 _MASKING = "transformers.masking_utils"
 
@@ -121,33 +122,6 @@ def _wrap_flex_mask_function(masking) -> None:
     mapping["flex_attention"] = flex_attention_mask
 
 
-class _WhenImported(importlib.abc.MetaPathFinder):
-    """Calls `_wrap_flex_mask_function` once transformers' masking_utils has
-    been executed, then leaves `sys.meta_path`."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _MASKING:
-            return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
-        execute = getattr(loader, "exec_module", None)
-        if execute is None:
-            return spec
-
-        def exec_module(module):
-            execute(module)
-            _wrap_flex_mask_function(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def _current_side_effects() -> None:
     """SideEffectsProxyDict reads its output graph's current table (ours)."""
     from torch._dynamo.variables import dicts
@@ -186,7 +160,4 @@ def install() -> None:
         _installed = original
     _rebind_in_transformers(_installed, fa.create_block_mask)
     _current_side_effects()
-    if _MASKING in sys.modules:
-        _wrap_flex_mask_function(sys.modules[_MASKING])
-    elif not any(isinstance(f, _WhenImported) for f in sys.meta_path):
-        sys.meta_path.insert(0, _WhenImported())
+    after_import(_MASKING, _wrap_flex_mask_function)

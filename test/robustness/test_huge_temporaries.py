@@ -161,7 +161,9 @@ got = run(CompileConfig(backend="torch_mlir_flex"))
 print("STATS", dict(dynamo.stats))
 assert got == want and len(got) == 3, (got, want)
 assert dynamo.stats["eager"] == 0 and dynamo.stats["eager_calls"] == 0, dict(dynamo.stats)
-assert dynamo.stats["compiled"] >= 8 and dynamo.stats["sdpa_as_flex"] >= 2, dict(dynamo.stats)
+# The paged cache's update is traced in place (dynamo/paged_cache_update.py):
+# the stream is one graph per phase, none of them split.
+assert dynamo.stats["compiled"] >= 2 and dynamo.stats["sdpa_as_flex"] >= 2, dict(dynamo.stats)
 print("OK")
 """)
     assert "OK" in out

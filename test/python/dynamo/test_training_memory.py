@@ -125,7 +125,10 @@ def test_large_examples_take_no_resident_memory():
     assert examples[2].untyped_storage().nbytes() >= 4096 * 1024 * 8 - 1024 * 8
     assert not examples[0].any() and not examples[1].any() and not examples[2].any()
     examples[0].fill_(1.0)  # touched: 32 MiB resident
-    assert _rss_mib() - before > 24
+    touched = _rss_mib()
+    assert touched - before > 24
     training.free_examples(examples, fakes)
-    assert _rss_mib() - before < 8
+    # Measured against the touched peak: what else the process allocates in
+    # between (pytest, torch's caches) does not count.
+    assert touched - _rss_mib() > 24
     assert not examples[0].any()  # the mapping stays, its pages are the kernel's zeros again

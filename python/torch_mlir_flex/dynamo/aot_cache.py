@@ -43,10 +43,11 @@ torch's key (`autograd_cache_key`) is replaced, while our compile runs, by
 compile depends on, without torch's hash of inductor's configuration and
 code generators (whose imports cost 0.5-1 s of a warm step).
 
-Not stored yet: graphs with SDPA calls rewritten by `sdpa_as_flex` (torch
-could not pickle their entry: "'str' object has no attribute
-'__name__'"): `graph_key` refuses them (torch counts a bypass) and they
-compile as before.
+Graphs with SDPA calls rewritten by `sdpa_as_flex` are stored too: torch's
+check allows our `sdpa_flex` while our compile runs (its source is in the
+key: module_key.py), and the string annotations of torch's `noop_mask`
+(`from __future__ import annotations`), which torch's pickling of the
+backward graph's code cannot name, are dropped (`drop_string_types`).
 """
 
 import contextlib
@@ -103,14 +104,22 @@ def enabled_for(backend, opt_level):
     from torch._functorch._aot_autograd import autograd_cache
     from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
 
+    import torch._inductor.config as inductor_config
+
+    from .sdpa_as_flex import sdpa_flex
+
     original_dir = AOTAutogradCache.__dict__["_get_tmp_dir"]
     original_key = autograd_cache.autograd_cache_key
     AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: sub)
     autograd_cache.autograd_cache_key = functools.partial(graph_key, tag=_tag(backend, opt_level))
     try:
         with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
-                                    force_non_lazy_backward_lowering=True), \
-                torch.compiler.config.patch(cache_key_tag=_tag(backend, opt_level)):
+                                    force_non_lazy_backward_lowering=True,
+                                    joint_custom_pass=_dropping_string_types(functorch_config.joint_custom_pass)), \
+                torch.compiler.config.patch(cache_key_tag=_tag(backend, opt_level)), \
+                inductor_config.patch(unsafe_marked_cacheable_functions={
+                    **inductor_config.unsafe_marked_cacheable_functions,
+                    f"{sdpa_flex.__module__}.{sdpa_flex.__name__}": _tag(backend, opt_level)}):
             yield True
     finally:
         AOTAutogradCache._get_tmp_dir = original_dir
@@ -141,11 +150,7 @@ def graph_key(mod, example_inputs, config, compiler_config_extra=None, tag=""):
 
     from ..backend.module_key import _Describer, _Undescribable
 
-    from .sdpa_as_flex import sdpa_flex
-
     gm = mod.gm if isinstance(mod, torch._dynamo.utils.GmWrapper) else mod
-    if gm.graph.find_nodes(op="call_function", target=sdpa_flex):
-        raise BypassAOTAutogradCache("torch_mlir_flex: SDPA calls rewritten to flex_attention (not stored yet)")
     with sanitize_gm_for_cache(gm):
         check_cacheable(gm)
         d = _Describer(list(gm.named_modules(remove_duplicate=False)))
@@ -194,6 +199,38 @@ def static_examples(fakes):
         else:
             return None
     return out
+
+
+def drop_string_types(graph) -> None:
+    """Drops the placeholder types of `graph` and its subgraphs that are
+    strings: a modifier written under `from __future__ import annotations`
+    (torch's `noop_mask`: `batch: Tensor`) gives its traced graph the type
+    "Tensor", which torch's pickling of a graph's code (the backward graph
+    AOTAutograd's entry holds) fails to import. Types are not semantics."""
+    changed = []
+    for sub in graph.modules():
+        g = getattr(sub, "graph", None)
+        nodes = [n for n in getattr(g, "nodes", ()) if isinstance(n.type, str)]
+        for n in nodes:
+            n.type = None
+        if nodes:
+            changed.append(sub)
+    for sub in changed:
+        sub.recompile()
+
+
+def _dropping_string_types(before):
+    """AOTAutograd's joint pass: `before` (if any), then drop_string_types
+    (the backward graph the entry pickles is a copy of the joint's part,
+    made before our backward compiler sees it)."""
+
+    def run(joint, joint_inputs):
+        if callable(before):
+            joint = before(joint, joint_inputs)
+        drop_string_types(joint)
+        return joint
+
+    return run
 
 
 def dump_graph(graph):

@@ -30,6 +30,9 @@ torch-mlir's default table plus our own, which win for the same op:
   ``index_copy_(0, tensor([-3]), src)`` into row size - 3; past the wrap,
   the scatter's run-time check (frontend/tm_tensor/scatter.py) raises a
   ``FlexIndexError`` (an IndexError) as for an index >= size.
+- ``aten.index_add`` / ``aten.index_add_``: likewise (eager raises a
+  RuntimeError for a negative index; the decomposition, an accumulating
+  ``index_put``, added the rows into row size + index).
 - ``aten._scaled_dot_product_flash_attention_for_cpu`` (an SDPA call
   sdpa_as_flex left alone, or ``TORCH_MLIR_FLEX_SDPA=decompose``): torch's
   decomposition returns the attention weights where the op returns the
@@ -115,6 +118,14 @@ def _index_copy_(self, dim: int, index, source):
     return torch_decompositions[aten.index_copy_.default](self, dim, _no_wrap(index), source)
 
 
+def _index_add(self, dim: int, index, source, *, alpha=1):
+    return torch_decompositions[aten.index_add.default](self, dim, _no_wrap(index), source, alpha=alpha)
+
+
+def _index_add_(self, dim: int, index, source, *, alpha=1):
+    return torch_decompositions[aten.index_add_.default](self, dim, _no_wrap(index), source, alpha=alpha)
+
+
 def _sdpa_flash_cpu(query, key, value, dropout_p: float = 0.0, is_causal: bool = False, *,
                     attn_mask=None, scale=None):
     if dropout_p != 0.0:
@@ -161,6 +172,8 @@ FLEX_DECOMPOSITIONS: Dict[Any, Callable] = {
     aten.select_scatter.default: _select_scatter,
     aten.index_copy.default: _index_copy,
     aten.index_copy_.default: _index_copy_,
+    aten.index_add.default: _index_add,
+    aten.index_add_.default: _index_add_,
     aten._scaled_dot_product_flash_attention_for_cpu.default: _sdpa_flash_cpu,
 }
 

@@ -317,3 +317,31 @@ def test_index_put_negative_rows_still_wrap(backend):
     want = PutRows()(want_cache, idx, src)
     torch.testing.assert_close(fn(cache, idx, src), want)
     torch.testing.assert_close(cache, want_cache)
+
+
+# index_add / index_add_ refuse negative indices in eager (a RuntimeError)
+# where the accumulating index_put they decompose into wraps them.
+class AddRows(torch.nn.Module):
+    def forward(self, acc, rows, src):
+        acc.index_add_(0, rows, src, alpha=0.5)
+        return acc.index_add(0, rows, src) * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_add_negative_or_past_end_raises(backend):
+    fn = torch_mlir_flex.compile(AddRows(), _rows_args([0, 1]), backend=backend)
+    for rows in ([-3, 1], [0, -1], [5, 2]):
+        acc, idx, src = _rows_args(rows)
+        # Eager: an IndexError (alpha != 1) or a RuntimeError (alpha 1);
+        # FlexIndexError is both.
+        with pytest.raises((RuntimeError, IndexError), match="out of (bounds|range)"):
+            AddRows()(acc.clone(), idx, src)
+        with pytest.raises(FlexIndexError, match=r"index out of range in aten\.index_put") as e:
+            fn(acc, idx, src)
+        assert isinstance(e.value, RuntimeError) and isinstance(e.value, IndexError)
+    # Valid (repeated) rows: output and the caller's accumulator as eager's.
+    acc, idx, src = _rows_args([4, 4])
+    want_acc = acc.clone()
+    want = AddRows()(want_acc, idx, src)
+    torch.testing.assert_close(fn(acc, idx, src), want)
+    torch.testing.assert_close(acc, want_acc)

@@ -110,3 +110,12 @@ def test_changed_model_or_setting_misses(tmp_path):
     _compiled_all(off)
     assert not off["aot"].get("autograd_cache_hit") and not off["aot"].get("autograd_cache_miss"), off
     assert off["losses"] == cold["losses"], off
+    # Off again: AOTAutograd traces again, but our stages come from our
+    # caches (pre_export_cache.py keys the forward and backward graphs it
+    # makes; with the cache on, a graph is compiled as a loaded copy, whose
+    # key differs): no torch.export, import, lowering or code generation.
+    again = _train(tmp_path, TORCH_MLIR_FLEX_AOT_CACHE="0")
+    assert again["cache"].get("export_skipped") == 2 and again["cache"].get("hits") == 2, again
+    for k in ("stage_stored", "misses", "stored"):
+        assert again["cache"].get(k, 0) == 0, (k, again)
+    assert again["losses"] == cold["losses"], again

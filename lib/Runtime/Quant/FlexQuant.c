@@ -15,9 +15,11 @@
  * The kernels are those of the runtime's ISA in effect (flex_runtime_isa
  * of Gemv/FlexGemv.c: the CPU's highest, or the cap of
  * TORCH_MLIR_FLEX_RUNTIME_ISA / flex_runtime_set_isa), one file per ISA
- * family beside this one (FlexQuantKernels.h).
+ * family beside this one (FlexQuantKernels.h). Int4 products of many rows
+ * take the opt-in int8-activation path where it is on (FlexQuantI4Dot.h).
  *
  *===----------------------------------------------------------------------===*/
+#include "FlexQuantI4Dot.h"
 #include "FlexQuantKernels.h"
 
 #include "../FlexThreads.h"
@@ -236,7 +238,9 @@ static void run(const char *fn, FlexQuantCall *c, int format, int x_bf16) {
         xsum[m * groups + g] = group_sum(c->x + m * c->xm + g * c->group, c->group);
     c->xsum = xsum;
     const int64_t bn = flex_quant_block_cols(c->layout);
-    flex_threads_run(run_share, &product, (c->N + bn - 1) / bn, 1, threads);
+    /* many rows, where the switch is on: int8 x (FlexQuantI4Dot.c) */
+    if (!flex_quant_i4_dot(c, kIsas[isa].name, &g_kernels[isa], threads))
+      flex_threads_run(run_share, &product, (c->N + bn - 1) / bn, 1, threads);
   }
   free(copy);
   free(xsum);

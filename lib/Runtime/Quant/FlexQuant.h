@@ -61,6 +61,21 @@ int64_t flex_runtime_quant_products_on(const char *isa, int format);
 int64_t flex_runtime_quant_rejected(void);
 const char *flex_runtime_quant_error(void);
 
+/* The activations of int4 products of FLEX_QUANT_I4_DOT_MIN_ROWS (16) rows
+ * or more (FlexQuantI4Dot.h): "f32" (the default: weight-only numerics, as
+ * torchao's eager) or "int8" (x quantized per row and group, int8 dot
+ * products). The first read takes TORCH_MLIR_FLEX_QUANT_ACTIVATIONS; the
+ * setter ("int8", "f32", or NULL / "" for f32) returns the mode then in
+ * effect, NULL for an unknown one (nothing changed). The int8 path's
+ * products per kernel variant ("generic", "avx2", "avx512_vnni": the i-th
+ * name, NULL past the last; NULL: all; -1 for an unknown name), and the
+ * variant it would run now (from flex_runtime_quant_kernel's ISA). */
+const char *flex_runtime_quant_activations(void);
+const char *flex_runtime_quant_set_activations(const char *mode);
+const char *flex_runtime_quant_i8act_variant_name(int i);
+const char *flex_runtime_quant_i8act_kernel(void);
+int64_t flex_runtime_quant_i8act_products(const char *variant);
+
 /* C[m,n] (+)= sum_k A[m,k] * B[k,n]: uint8 A (int8 with flags bit 2), int8
  * B, exact int32 sums (FlexQuantInt8Gemm.c; flex-int-matmul-to-calls).
  * A[m,k] at byte a_off + m*a_rs + k*a_cs, B[k,n] at b_off + k*b_rs +

@@ -32,7 +32,11 @@ every CPU: one kernel file per ISA, chosen from the CPU's features.
 `runtime_isa()` says which one is in effect, `gemv_products()` counts the
 products by ISA and dtype. Products by quantized weights (flex.quant_matmul,
 lib/Runtime/Quant/) run on the same ISA switch: `quant_kernel()`,
-`quant_products()`.
+`quant_products()`. Int4 products of 16 rows or more (prefill) take int8
+activations and integer dot products where `$TORCH_MLIR_FLEX_QUANT_ACTIVATIONS`
+is `int8` or after `set_quant_activations("int8")` (default `f32`: weight-only
+numerics; docs/quantization.md): `quant_activations()`,
+`quant_int8_activation_products()`.
 
 `runtime_library()` is what the JIT loads (`JitFunction._shared_libs`);
 loading it through here hands the BLAS functions over once per process.
@@ -62,6 +66,8 @@ F32_ENV = "FLEX_F32_GEMM"
 # The CPU flags of oneDNN's AVX-512 f32 matmul kernels (its avx512_core).
 AVX512_CORE_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
 RUNTIME_ISA_ENV = "TORCH_MLIR_FLEX_RUNTIME_ISA"
+QUANT_ACTIVATIONS_ENV = "TORCH_MLIR_FLEX_QUANT_ACTIVATIONS"
+QUANT_ACTIVATIONS = ("f32", "int8")
 DNNL_DIST = "onednn-cpu-gomp"
 # oneDNN's C API functions that lib/Runtime/FlexDnnl.c calls, in its order.
 DNNL_FUNCTIONS = (
@@ -241,6 +247,38 @@ def quant_rejected():
     return _runtime_count("flex_runtime_quant_rejected"), error.decode() if error else None
 
 
+def quant_activations() -> str:
+    """The activations of int4 products of many rows: "f32" (weight-only
+    numerics) or "int8" (x quantized per row and group, int8 dot products)."""
+    return _runtime_fn("flex_runtime_quant_activations", ctypes.c_char_p, [])().decode()
+
+
+def set_quant_activations(mode) -> str:
+    """Sets quant_activations() for this process ("int8", "f32"; None:
+    "f32"); returns the mode then in effect. FlexBackendError for another."""
+    if mode is not None and mode not in QUANT_ACTIVATIONS:
+        raise FlexBackendError(f"unknown quantized-product activations {mode!r}: expected "
+                               f"{' or '.join(QUANT_ACTIVATIONS)}")
+    fn = _runtime_fn("flex_runtime_quant_set_activations", ctypes.c_char_p, [ctypes.c_char_p])
+    return fn(mode.encode() if mode else None).decode()
+
+
+def quant_int8_activation_kernel() -> str:
+    """The kernel variant ("generic", "avx2", "avx512_vnni") the int8
+    activations' int4 products would run on now (from quant_kernel())."""
+    return _runtime_fn("flex_runtime_quant_i8act_kernel", ctypes.c_char_p, [])().decode()
+
+
+def quant_int8_activation_products(variant=None) -> int:
+    """How many int4 products ran with int8 activations in this process:
+    all, or those of one kernel variant."""
+    fn = _runtime_fn("flex_runtime_quant_i8act_products", ctypes.c_int64, [ctypes.c_char_p])
+    n = fn(variant.encode() if variant else None)
+    if n < 0:
+        raise FlexBackendError(f"unknown int8-activation kernel {variant!r}")
+    return n
+
+
 def int8_gemm_variants() -> tuple:
     """The kernel variants of the uint8 x int8 product (flex_gemm_u8s8),
     lowest first, whether this CPU runs them or not."""
@@ -413,6 +451,13 @@ def runtime_library() -> str:
             except FlexBackendError as e:
                 _runtime = None  # every use says so, not only the first
                 raise FlexBackendError(f"{env}={isa!r}: {e}") from None
+        # The library reads $TORCH_MLIR_FLEX_QUANT_ACTIVATIONS itself; a bad
+        # value is an error here.
+        mode = os.environ.get(QUANT_ACTIVATIONS_ENV, "")
+        if mode and mode not in QUANT_ACTIVATIONS:
+            _runtime = None
+            raise FlexBackendError(f"{QUANT_ACTIVATIONS_ENV}={mode!r}: expected "
+                                   f"{' or '.join(QUANT_ACTIVATIONS)}")
     return path
 
 

@@ -1,0 +1,220 @@
+/*===- FlexQuantI4DotX86.c - int4 x int8 dot-product kernels on x86-64 ---===*
+ *
+ * The x86-64 kernels of the opt-in int8-activation path of
+ * flex_quant_matmul_i4 (FlexQuantI4Dot.h the contract, FlexQuantI4Dot.c
+ * the loops and the generic kernel):
+ *   - the panel (both variants, SSE2, baseline x86-64): each 16 columns of
+ *     four k's rows as bytes in column order (nibbles masked, layout 0's
+ *     pairs interleaved), then transposed to 4 bytes a column (PUNPCKLBW /
+ *     PUNPCKLWD);
+ *   - avx512_vnni: VPDPBUSD, the panel's unsigned nibbles against four
+ *     broadcast int8 of x (k, k+1, k+2, k+3), tiles of up to 4 rows x 64
+ *     columns (16 int32 sums, started at -8 sum qx), then per group
+ *     y += z * xsum + float(sum) * (s * sx);
+ *   - avx2: VPMADDUBSW (nibble u8 x int8, pairs of k in int16: at most
+ *     2 * 15 * 127, no saturation) added in int16 for up to 8 steps of 4 k
+ *     (8 * 3810 < 32767), then VPMADDWD by ones into the int32 sums; tiles
+ *     of up to 2 rows x 16 columns.
+ * Every function carries its own target attribute; only the install
+ * functions (baseline code) run before the CPU's features are known.
+ *
+ *===----------------------------------------------------------------------===*/
+#include "FlexQuantI4Dot.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define TVNNI __attribute__((target("avx512f,avx512vnni")))
+#define TVNNI_INLINE TVNNI __attribute__((always_inline)) static inline
+#define TAVX2 __attribute__((target("avx2,fma")))
+#define TAVX2_INLINE TAVX2 __attribute__((always_inline)) static inline
+
+/* ------------------------------------------------------------------------
+ * The panel.
+ * ---------------------------------------------------------------------- */
+/* Columns [16s, 16s + 16) of a packed row (FlexQuantI4Dot.h's layouts) as
+   16 bytes in column order. */
+static inline __m128i cols16(const uint8_t *row, int layout, int W, int s) {
+  const __m128i low = _mm_set1_epi8(15);
+  if (layout == 0) {
+    const __m128i b = _mm_loadl_epi64((const __m128i *)(row + 8 * s));
+    return _mm_unpacklo_epi8(_mm_and_si128(b, low), _mm_and_si128(_mm_srli_epi16(b, 4), low));
+  }
+  const int half = W / 32; /* 16-column slices of low nibbles: 1 or 2 */
+  const __m128i b = _mm_loadu_si128((const __m128i *)(row + 16 * (s % half)));
+  return s < half ? _mm_and_si128(b, low) : _mm_and_si128(_mm_srli_epi16(b, 4), low);
+}
+
+static void sse2_panel(const uint8_t *src, int layout, int W, int64_t k0, int64_t k1,
+                       uint8_t *out) {
+  const int64_t rb = W / 2;
+  for (int64_t k = k0; k < k1; k += 4) {
+    const uint8_t *r = src + k * rb;
+    uint8_t *o = out + (k - k0) * W;
+    for (int s = 0; s < W / 16; ++s) {
+      const __m128i c0 = cols16(r, layout, W, s), c1 = cols16(r + rb, layout, W, s);
+      const __m128i c2 = cols16(r + 2 * rb, layout, W, s), c3 = cols16(r + 3 * rb, layout, W, s);
+      const __m128i t0 = _mm_unpacklo_epi8(c0, c1), t1 = _mm_unpackhi_epi8(c0, c1);
+      const __m128i t2 = _mm_unpacklo_epi8(c2, c3), t3 = _mm_unpackhi_epi8(c2, c3);
+      _mm_storeu_si128((__m128i *)(o + 64 * s), _mm_unpacklo_epi16(t0, t2));
+      _mm_storeu_si128((__m128i *)(o + 64 * s + 16), _mm_unpackhi_epi16(t0, t2));
+      _mm_storeu_si128((__m128i *)(o + 64 * s + 32), _mm_unpacklo_epi16(t1, t3));
+      _mm_storeu_si128((__m128i *)(o + 64 * s + 48), _mm_unpackhi_epi16(t1, t3));
+    }
+  }
+}
+
+/* Four int8 of x from p as one int32 (any alignment). */
+static inline int32_t four(const int8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* ------------------------------------------------------------------------
+ * AVX512-VNNI.
+ * ---------------------------------------------------------------------- */
+/* acc += VPDPBUSD(u8 a, s8 b), in place (as FlexQuantInt8GemmX86.c: GCC
+   12 moved the intrinsic's sums through other registers every step). */
+TVNNI_INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b) {
+  __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
+/* R rows x V * 16 columns (both constants where inlined). */
+TVNNI_INLINE void vnni_tile(const FlexQuantI4Dot *d, const uint8_t *panel, const float *sz,
+                            int64_t m, const int R, int64_t g0, int64_t g1, const int V,
+                            float *yt) {
+  const FlexQuantCall *c = d->c;
+  const int64_t G = c->group, K = c->K, W = 16 * V;
+  const int8_t *qx[4];
+  for (int r = 0; r < R; ++r)
+    qx[r] = d->qx + (m + r) * K;
+  for (int64_t g = g0; g < g1; ++g) {
+    __m512i acc[4][4];
+    for (int r = 0; r < R; ++r) {
+      const __m512i start = _mm512_set1_epi32(d->corr[(m + r) * d->groups + g]);
+      for (int v = 0; v < V; ++v)
+        acc[r][v] = start;
+    }
+    const uint8_t *p = panel + (g - g0) * G * W;
+    for (int64_t k = 0; k < G; k += 4) {
+      __m512i w[4];
+      for (int v = 0; v < V; ++v)
+        w[v] = _mm512_loadu_si512((const void *)(p + k * W + 64 * v));
+      for (int r = 0; r < R; ++r) {
+        const __m512i xb = _mm512_set1_epi32(four(qx[r] + g * G + k));
+        for (int v = 0; v < V; ++v)
+          acc[r][v] = dpbusd(acc[r][v], w[v], xb);
+      }
+    }
+    const float *s = sz + (g - g0) * 2 * W, *z = s + W;
+    for (int v = 0; v < V; ++v) {
+      const __m512 sv = _mm512_loadu_ps(s + 16 * v), zv = _mm512_loadu_ps(z + 16 * v);
+      for (int r = 0; r < R; ++r) {
+        const int64_t i = (m + r) * d->groups + g;
+        float *o = yt + r * W + 16 * v;
+        __m512 y = _mm512_fmadd_ps(zv, _mm512_set1_ps(c->xsum[i]), _mm512_loadu_ps(o));
+        y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][v]), _mm512_mul_ps(sv, _mm512_set1_ps(d->sx[i])), y);
+        _mm512_storeu_ps(o, y);
+      }
+    }
+  }
+}
+
+#define VNNI_BY_V_(R)                                                          \
+  switch (W / 16) {                                                            \
+  case 1: vnni_tile(d, panel, sz, m, R, g0, g1, 1, yt); break;                 \
+  case 2: vnni_tile(d, panel, sz, m, R, g0, g1, 2, yt); break;                 \
+  case 3: vnni_tile(d, panel, sz, m, R, g0, g1, 3, yt); break;                 \
+  default: vnni_tile(d, panel, sz, m, R, g0, g1, 4, yt); break;                \
+  }
+
+TVNNI static void vnni_tiles(const FlexQuantI4Dot *d, const uint8_t *panel, const float *sz,
+                             int64_t m, int rows, int64_t g0, int64_t g1, int W, float *yt) {
+  switch (rows) {
+  case 1: VNNI_BY_V_(1) break;
+  case 2: VNNI_BY_V_(2) break;
+  case 3: VNNI_BY_V_(3) break;
+  default: VNNI_BY_V_(4) break;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * AVX2.
+ * ---------------------------------------------------------------------- */
+/* R rows x columns [j0, j0 + 16) of a W-column block. */
+TAVX2_INLINE void avx2_tile16(const FlexQuantI4Dot *d, const uint8_t *panel, const float *sz,
+                              int64_t m, const int R, int64_t g0, int64_t g1, int W, int j0,
+                              float *yt) {
+  const FlexQuantCall *c = d->c;
+  const int64_t G = c->group, K = c->K;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t *qx[2];
+  for (int r = 0; r < R; ++r)
+    qx[r] = d->qx + (m + r) * K;
+  for (int64_t g = g0; g < g1; ++g) {
+    __m256i acc[2][2];
+    for (int r = 0; r < R; ++r)
+      acc[r][0] = acc[r][1] = _mm256_set1_epi32(d->corr[(m + r) * d->groups + g]);
+    const uint8_t *p = panel + (g - g0) * G * W + 4 * j0;
+    for (int64_t k8 = 0; k8 < G; k8 += 32) { /* up to 8 steps of 4 k in int16 */
+      const int64_t end = G - k8 < 32 ? G : k8 + 32;
+      __m256i s16[2][2];
+      for (int r = 0; r < R; ++r)
+        s16[r][0] = s16[r][1] = _mm256_setzero_si256();
+      for (int64_t k = k8; k < end; k += 4) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p + k * W));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + k * W + 32));
+        for (int r = 0; r < R; ++r) {
+          const __m256i xb = _mm256_set1_epi32(four(qx[r] + g * G + k));
+          s16[r][0] = _mm256_add_epi16(s16[r][0], _mm256_maddubs_epi16(w0, xb));
+          s16[r][1] = _mm256_add_epi16(s16[r][1], _mm256_maddubs_epi16(w1, xb));
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < 2; ++v)
+          acc[r][v] = _mm256_add_epi32(acc[r][v], _mm256_madd_epi16(s16[r][v], ones));
+    }
+    const float *s = sz + (g - g0) * 2 * W + j0, *z = s + W;
+    for (int v = 0; v < 2; ++v) {
+      const __m256 sv = _mm256_loadu_ps(s + 8 * v), zv = _mm256_loadu_ps(z + 8 * v);
+      for (int r = 0; r < R; ++r) {
+        const int64_t i = (m + r) * d->groups + g;
+        float *o = yt + r * W + j0 + 8 * v;
+        __m256 y = _mm256_fmadd_ps(zv, _mm256_set1_ps(c->xsum[i]), _mm256_loadu_ps(o));
+        y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][v]), _mm256_mul_ps(sv, _mm256_set1_ps(d->sx[i])), y);
+        _mm256_storeu_ps(o, y);
+      }
+    }
+  }
+}
+
+TAVX2 static void avx2_tiles(const FlexQuantI4Dot *d, const uint8_t *panel, const float *sz,
+                             int64_t m, int rows, int64_t g0, int64_t g1, int W, float *yt) {
+  for (int j0 = 0; j0 < W; j0 += 16) {
+    if (rows == 1)
+      avx2_tile16(d, panel, sz, m, 1, g0, g1, W, j0, yt);
+    else
+      avx2_tile16(d, panel, sz, m, 2, g0, g1, W, j0, yt);
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Installation (baseline code).
+ * ---------------------------------------------------------------------- */
+int flex_quant_i4_dot_install_avx2(FlexQuantI4DotKernels *k) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    return 0;
+  *k = (FlexQuantI4DotKernels){"avx2", avx2_tiles, sse2_panel, 2};
+  return 1;
+}
+
+int flex_quant_i4_dot_install_vnni512(FlexQuantI4DotKernels *k) {
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni"))
+    return 0;
+  *k = (FlexQuantI4DotKernels){"avx512_vnni", vnni_tiles, sse2_panel, 4};
+  return 1;
+}

@@ -73,6 +73,8 @@ static void generic_tile(const FlexQuantI4Dot *d, const uint8_t *panel, const fl
   }
 }
 
+static int32_t generic_quant(const float *x, int64_t G, int8_t *q, float *sx);
+
 /* ------------------------------------------------------------------------
  * The variants, the switch and the counters.
  * ---------------------------------------------------------------------- */
@@ -85,7 +87,7 @@ static int g_int8; /* the switch */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void install(void) {
-  g_kernels[V_GENERIC] = (FlexQuantI4DotKernels){"generic", generic_tile, generic_panel, 4};
+  g_kernels[V_GENERIC] = (FlexQuantI4DotKernels){"generic", generic_tile, generic_panel, generic_quant, 4};
   g_installed[V_GENERIC] = 1;
 #if FLEX_GEMV_X86
   g_installed[V_AVX2] = flex_quant_i4_dot_install_avx2(&g_kernels[V_AVX2]);
@@ -153,11 +155,33 @@ int64_t flex_runtime_quant_i8act_products(const char *variant) {
 /* ------------------------------------------------------------------------
  * x quantized; the threads' loops.
  * ---------------------------------------------------------------------- */
+static int32_t generic_quant(const float *x, int64_t G, int8_t *q, float *sx) {
+  float amax = 0.0f;
+  for (int64_t k = 0; k < G; ++k) {
+    const float a = x[k] < 0 ? -x[k] : x[k];
+    amax = a > amax ? a : amax;
+  }
+  const float s = amax / 127.0f;
+  int32_t qsum = 0;
+  if (s > 0.0f) {
+    for (int64_t k = 0; k < G; ++k) {
+      /* to nearest, ties to even: |x / s| <= 127 < 2^22 */
+      const float r = (x[k] / s + 12582912.0f) - 12582912.0f;
+      q[k] = (int8_t)r;
+      qsum += (int32_t)r;
+    }
+  } else {
+    memset(q, 0, (size_t)G);
+  }
+  *sx = s > 0.0f ? s : 0.0f;
+  return qsum;
+}
+
 /* qx, sx, corr of every row and group (FlexQuantI4Dot.h); 0 where a group
    of x is not finite (its sum is not: NaN, an infinity, or an overflow),
    whose product the f32 kernels then run to keep NaN and infinities. */
-static int quantize(const FlexQuantCall *c, int64_t groups, int8_t *qx, float *sx,
-                    int32_t *corr) {
+static int quantize(const FlexQuantCall *c, FlexQuantI4DotQuant quant, int64_t groups,
+                    int8_t *qx, float *sx, int32_t *corr) {
   const int64_t G = c->group, K = c->K;
   for (int64_t m = 0; m < c->M; ++m)
     for (int64_t g = 0; g < groups; ++g) {
@@ -165,27 +189,7 @@ static int quantize(const FlexQuantCall *c, int64_t groups, int8_t *qx, float *s
       const float sum = c->xsum[i];
       if (!(sum - sum == 0.0f))
         return 0;
-      const float *x = c->x + m * c->xm + g * G;
-      int8_t *q = qx + m * K + g * G;
-      float amax = 0.0f;
-      for (int64_t k = 0; k < G; ++k) {
-        const float a = x[k] < 0 ? -x[k] : x[k];
-        amax = a > amax ? a : amax;
-      }
-      const float s = amax / 127.0f;
-      int32_t qsum = 0;
-      if (s > 0.0f) {
-        for (int64_t k = 0; k < G; ++k) {
-          /* to nearest, ties to even: |x / s| <= 127 < 2^22 */
-          const float r = (x[k] / s + 12582912.0f) - 12582912.0f;
-          q[k] = (int8_t)r;
-          qsum += (int32_t)r;
-        }
-      } else {
-        memset(q, 0, (size_t)G);
-      }
-      sx[i] = s > 0.0f ? s : 0.0f;
-      corr[i] = -8 * qsum;
+      corr[i] = -8 * quant(c->x + m * c->xm + g * G, G, qx + m * K + g * G, &sx[i]);
     }
   return 1;
 }
@@ -266,7 +270,7 @@ int flex_quant_i4_dot(const FlexQuantCall *c, const char *isa, const FlexQuantKe
   int8_t *qx = malloc((size_t)(c->M * c->K));
   float *sx = malloc((size_t)(c->M * groups) * sizeof(float));
   int32_t *corr = malloc((size_t)(c->M * groups) * sizeof(int32_t));
-  int ok = qx && sx && corr && quantize(c, groups, qx, sx, corr);
+  int ok = qx && sx && corr && quantize(c, g_kernels[v].quant, groups, qx, sx, corr);
   if (ok) {
     const DotJob job = {{c, qx, sx, corr, groups}, &g_kernels[v], f32};
     const int64_t bn = flex_quant_block_cols(c->layout);

@@ -53,10 +53,16 @@ typedef void (*FlexQuantI4DotTile)(const FlexQuantI4Dot *d, const uint8_t *panel
 typedef void (*FlexQuantI4DotPanel)(const uint8_t *src, int layout, int W, int64_t k0,
                                     int64_t k1, uint8_t *out);
 
+/* One group of x (G values, a multiple of 4, finite) quantized: q[k] =
+ * x[k] / s rounded to nearest even, s = max|x| / 127 (f32 division; 0 and
+ * q = 0 where x is all zeros); returns the sum of q (*s set). */
+typedef int32_t (*FlexQuantI4DotQuant)(const float *x, int64_t G, int8_t *q, float *s);
+
 typedef struct {
   const char *name; /* the variant, as the counters name it */
   FlexQuantI4DotTile tile;
   FlexQuantI4DotPanel panel;
+  FlexQuantI4DotQuant quant;
   int rows; /* the most rows a tile call takes */
 } FlexQuantI4DotKernels;
 

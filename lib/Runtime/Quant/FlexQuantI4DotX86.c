@@ -64,6 +64,50 @@ static void sse2_panel(const uint8_t *src, int layout, int W, int64_t k0, int64_
   }
 }
 
+/* FlexQuantI4DotQuant on AVX2 (both variants): 8 values at a time, the
+   rest one by one (the same operations: division, ties to even). */
+TAVX2 static int32_t avx2_quant(const float *x, int64_t G, int8_t *q, float *sx) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const int64_t G8 = G & ~(int64_t)7;
+  __m256 vmax = _mm256_setzero_ps();
+  for (int64_t k = 0; k < G8; k += 8)
+    vmax = _mm256_max_ps(vmax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)));
+  float lanes[8], amax = 0.0f;
+  _mm256_storeu_ps(lanes, vmax);
+  for (int j = 0; j < 8; ++j)
+    amax = lanes[j] > amax ? lanes[j] : amax;
+  for (int64_t k = G8; k < G; ++k) {
+    const float a = x[k] < 0 ? -x[k] : x[k];
+    amax = a > amax ? a : amax;
+  }
+  const float s = amax / 127.0f;
+  *sx = s > 0.0f ? s : 0.0f;
+  if (!(s > 0.0f)) {
+    memset(q, 0, (size_t)G);
+    return 0;
+  }
+  const __m256 sv = _mm256_set1_ps(s);
+  __m256i vsum = _mm256_setzero_si256();
+  for (int64_t k = 0; k < G8; k += 8) {
+    const __m256i r = _mm256_cvtps_epi32(_mm256_round_ps(
+        _mm256_div_ps(_mm256_loadu_ps(x + k), sv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    vsum = _mm256_add_epi32(vsum, r);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storel_epi64((__m128i *)(q + k), _mm_packs_epi16(w, w));
+  }
+  int32_t sums[8], qsum = 0;
+  _mm256_storeu_si256((__m256i *)sums, vsum);
+  for (int j = 0; j < 8; ++j)
+    qsum += sums[j];
+  for (int64_t k = G8; k < G; ++k) {
+    const int32_t r = (int32_t)_mm_cvtss_si32(_mm_round_ss(
+        _mm_setzero_ps(), _mm_set_ss(x[k] / s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    q[k] = (int8_t)r;
+    qsum += r;
+  }
+  return qsum;
+}
+
 /* Four int8 of x from p as one int32 (any alignment). */
 static inline int32_t four(const int8_t *p) {
   int32_t v;
@@ -207,14 +251,15 @@ int flex_quant_i4_dot_install_avx2(FlexQuantI4DotKernels *k) {
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
     return 0;
-  *k = (FlexQuantI4DotKernels){"avx2", avx2_tiles, sse2_panel, 2};
+  *k = (FlexQuantI4DotKernels){"avx2", avx2_tiles, sse2_panel, avx2_quant, 2};
   return 1;
 }
 
 int flex_quant_i4_dot_install_vnni512(FlexQuantI4DotKernels *k) {
   __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni"))
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni") ||
+      !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
     return 0;
-  *k = (FlexQuantI4DotKernels){"avx512_vnni", vnni_tiles, sse2_panel, 4};
+  *k = (FlexQuantI4DotKernels){"avx512_vnni", vnni_tiles, sse2_panel, avx2_quant, 4};
   return 1;
 }

@@ -61,7 +61,7 @@ int64_t flex_runtime_quant_products_on(const char *isa, int format);
 int64_t flex_runtime_quant_rejected(void);
 const char *flex_runtime_quant_error(void);
 
-/* The activations of int4 products of FLEX_QUANT_I4_DOT_MIN_ROWS (16) rows
+/* The activations of int4 products of FLEX_QUANT_I4_DOT_MIN_ROWS (8) rows
  * or more (FlexQuantI4Dot.h): "f32" (the default: weight-only numerics, as
  * torchao's eager) or "int8" (x quantized per row and group, int8 dot
  * products). The first read takes TORCH_MLIR_FLEX_QUANT_ACTIVATIONS; the

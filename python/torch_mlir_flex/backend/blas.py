@@ -32,7 +32,7 @@ every CPU: one kernel file per ISA, chosen from the CPU's features.
 `runtime_isa()` says which one is in effect, `gemv_products()` counts the
 products by ISA and dtype. Products by quantized weights (flex.quant_matmul,
 lib/Runtime/Quant/) run on the same ISA switch: `quant_kernel()`,
-`quant_products()`. Int4 products of 16 rows or more (prefill) take int8
+`quant_products()`. Int4 products of 8 rows or more (prefill) take int8
 activations and integer dot products where `$TORCH_MLIR_FLEX_QUANT_ACTIVATIONS`
 is `int8` or after `set_quant_activations("int8")` (default `f32`: weight-only
 numerics; docs/quantization.md): `quant_activations()`,

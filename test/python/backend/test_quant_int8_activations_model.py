@@ -2,7 +2,7 @@
 hidden 64, 2 layers, PrototypeInt4WeightOnlyConfig group 32) with the
 int4 products' int8 activations on (`blas.set_quant_activations("int8")`,
 lib/Runtime/Quant/FlexQuantI4Dot.c): a 24-token prompt (24 rows: above the
-16-row threshold) runs its linears on the int8 path (counted), and
+8-row threshold) runs its linears on the int8 path (counted), and
 - the logits stay within TOLERANCE of torchao's eager (weight-only) result:
   max |ours - eager| measured 0.042-0.063 on 6 prompts (logits of magnitude
   <= ~3 on this Zen 5 host): the error of int8 activations per group of 32

@@ -3,7 +3,7 @@ process spends its first step when every cache is warm.
 
     PYTHONPATH=python python -m benchmarks.train_warm [--layers 4 --seq 512]
         [--hidden 512 --heads 8 --kv-heads 4 --inter 1408 --vocab 8192 --batch 2]
-        [--only flex|inductor] [--keep DIR] [--threads N] [--gc-freeze] [--json FILE]
+        [--only flex|inductor] [--attn flex_attention|sdpa] [--keep DIR] [--threads N] [--gc-freeze] [--json FILE]
 
 A transformers Llama (attn_implementation="flex_attention", f32, AdamW)
 trained through `torch.compile(model, backend="torch_mlir_flex")` runs
@@ -160,26 +160,29 @@ def _model(spec):
                       num_key_value_heads=spec["kv_heads"], max_position_embeddings=max(spec["seq"], 128),
                       initializer_range=0.02, use_cache=False)
     torch.manual_seed(0)
-    attn = "flex_attention" if spec["backend"] == "torch_mlir_flex" else "sdpa"
+    attn = spec.get("attn") or ("flex_attention" if spec["backend"] == "torch_mlir_flex" else "sdpa")
     return AutoModelForCausalLM.from_config(cfg, attn_implementation=attn).train()
 
 
-def train_steps(run, opt, batches, phases, autocast=False):
+def train_steps(run, opt, batches, phases, autocast=False, cpu=None):
     """One training step per batch (forward with labels, backward,
     `opt.step()`, `opt.zero_grad(set_to_none=True)`; under CPU bfloat16
     autocast when `autocast`), each timed: (seconds per step, losses).
-    `phases` records the first step only."""
+    `phases` records the first step only; `cpu`, a list, gets each step's
+    CPU seconds of the process (what a loaded host's wall time hides)."""
     import torch
 
     times, losses = [], []
     for ids in batches:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss = run(input_ids=ids, labels=ids).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(time.process_time() - c)
         losses.append(loss.item())
         phases.on = False  # the first step's phases only
     return times, losses
@@ -219,8 +222,10 @@ def child(spec) -> dict:
 
         gc.freeze()  # the objects so far (torch, transformers, the model) out of full collections
     gc_seconds = _time_gc(phases)
-    steps, losses = train_steps(compiled, opt, batches, phases)
-    out = dict(setup_s=round(setup_s, 3), steps=[round(s, 3) for s in steps], losses=losses,
+    cpu = []
+    steps, losses = train_steps(compiled, opt, batches, phases, cpu=cpu)
+    out = dict(setup_s=round(setup_s, 3), steps=[round(s, 3) for s in steps], cpu=[round(s, 3) for s in cpu],
+               losses=losses,
                torch=torch_metrics(), ours=phases.report(), gc=gc_seconds)
     if ours:
         out["dynamo_stats"] = dict(dynamo.stats)
@@ -278,8 +283,10 @@ def _print_run(name, r):
     if "error" in r:
         print(f"  {name}: ERROR {r['error']}")
         return
-    print(f"  {name}: process {r['process_s']} s, setup {r['setup_s']} s, step 1 {r['steps'][0]} s, "
-          f"step 2 {r['steps'][1]} s, losses {', '.join(f'{x:.6f}' for x in r['losses'])}")
+    cpu = r.get("cpu") or [float("nan")] * 2
+    print(f"  {name}: process {r['process_s']} s, setup {r['setup_s']} s, step 1 {r['steps'][0]} s "
+          f"(CPU {cpu[0]} s), step 2 {r['steps'][1]} s (CPU {cpu[1]} s), "
+          f"losses {', '.join(f'{x:.6f}' for x in r['losses'])}")
     summary = _summary(r)
     print("    summary: " + ", ".join(f"{k} {v:.2f} s" for k, v in summary.items()))
     for title, table in (("torch", r["torch"]), ("ours", r["ours"])):
@@ -307,6 +314,8 @@ def main(argv=None) -> int:
     p.add_argument("--gc-freeze", action="store_true",
                    help="gc.freeze() after building the model, before the first step")
     p.add_argument("--only", choices=("flex", "inductor"))
+    p.add_argument("--attn", choices=("flex_attention", "sdpa"), default="flex_attention",
+                   help="ours' attention (inductor always runs sdpa: it cannot train flex_attention on CPU)")
     p.add_argument("--keep", help="cache directory to use and keep (default: a new temporary one)")
     p.add_argument("--json", help="also write the results to this file")
     a = p.parse_args(argv)
@@ -324,8 +333,9 @@ def main(argv=None) -> int:
         for name, backend in (("flex", "torch_mlir_flex"), ("inductor", "inductor")):
             if a.only and a.only != name:
                 continue
-            print(f"{name} (backend={backend}):", flush=True)
-            runs = [run_child(dict(spec, backend=backend), root) for _ in range(2)]
+            attn = a.attn if backend == "torch_mlir_flex" else "sdpa"
+            print(f"{name} (backend={backend}, attention {attn}):", flush=True)
+            runs = [run_child(dict(spec, backend=backend, attn=attn), root) for _ in range(2)]
             for label, r in zip(("cold", "warm"), runs):
                 _print_run(label, r)
             results[name] = dict(zip(("cold", "warm"), runs))

@@ -20,6 +20,7 @@ import time
 import torch_mlir_flex  # noqa: F401  (before torch)
 import torch
 
+from quant_bench import host_layout  # noqa: E402  (beside this file)
 from torch_mlir_flex.backend import blas
 
 SHAPES = {  # model: [(name, N, K)]
@@ -28,18 +29,6 @@ SHAPES = {  # model: [(name, N, K)]
                    ("down", 1536, 8960)],
 }
 GROUP = 32
-
-
-def host_layout():
-    """The int4 packing torch uses here (0 DEFAULT, 1 AVX2, 2 AVX512)."""
-    q = torch.arange(64 * 128, dtype=torch.int32).reshape(128, 64) % 16
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1)
-    for layout, bn in ((2, 64), (1, 32), (0, 32)):
-        b = q.reshape(128 // bn, bn, 64).permute(0, 2, 1)
-        lo, hi = (b[..., 0::2], b[..., 1::2]) if layout == 0 else (b[..., :bn // 2], b[..., bn // 2:])
-        if torch.equal(packed, (lo | (hi << 4)).to(torch.uint8).reshape(128, 32)):
-            return layout
-    raise SystemExit("torch packs int4 in a layout none of 0/1/2")
 
 
 def main():

@@ -37,14 +37,6 @@ def _variant(isa):
     return isa
 
 
-@pytest.fixture
-def int8_on():
-    before = blas.quant_activations()
-    assert blas.set_quant_activations("int8") == "int8"
-    yield
-    blas.set_quant_activations(before)
-
-
 def reference(x, q, sz, group):
     """y with x quantized as the runtime does (f64 sums of exact terms) and
     the bound a correct kernel stays within."""

@@ -34,14 +34,6 @@ NEW_TOKENS = 16
 LINEARS = 2 * 7 + 1  # q, k, v, o, gate, up, down a layer; the LM head
 
 
-@pytest.fixture
-def int8_on():
-    before = blas.quant_activations()
-    assert blas.set_quant_activations("int8") == "int8"
-    yield
-    blas.set_quant_activations(before)
-
-
 def test_logits_within_tolerance(int8_on):
     model, eager = _lm("int4", torch.float32)
     ids = _ids(length=PROMPT)

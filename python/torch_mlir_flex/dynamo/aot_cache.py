@@ -108,18 +108,19 @@ def enabled_for(backend, opt_level):
 
     from .sdpa_as_flex import sdpa_flex
 
+    tag = _tag(backend, opt_level)
     original_dir = AOTAutogradCache.__dict__["_get_tmp_dir"]
     original_key = autograd_cache.autograd_cache_key
     AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: sub)
-    autograd_cache.autograd_cache_key = functools.partial(graph_key, tag=_tag(backend, opt_level))
+    autograd_cache.autograd_cache_key = functools.partial(graph_key, tag=tag)
     try:
         with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
                                     force_non_lazy_backward_lowering=True,
                                     joint_custom_pass=_dropping_string_types(functorch_config.joint_custom_pass)), \
-                torch.compiler.config.patch(cache_key_tag=_tag(backend, opt_level)), \
+                torch.compiler.config.patch(cache_key_tag=tag), \
                 inductor_config.patch(unsafe_marked_cacheable_functions={
                     **inductor_config.unsafe_marked_cacheable_functions,
-                    f"{sdpa_flex.__module__}.{sdpa_flex.__name__}": _tag(backend, opt_level)}):
+                    f"{sdpa_flex.__module__}.{sdpa_flex.__name__}": tag}):
             yield True
     finally:
         AOTAutogradCache._get_tmp_dir = original_dir

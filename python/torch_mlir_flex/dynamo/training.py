@@ -99,14 +99,13 @@ def prepare_graph(graph) -> None:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     from ..importer.closure_captures import inline_scalar_constants
-    from . import aot_cache, vocab_buffers
+    from . import vocab_buffers
 
     # A constant a modifier makes (`shift[0]`: torch.tensor(0)) is an
     # attribute of the modifier's submodule, which export would make fake.
     with unset_fake_temporarily():
         inline_scalar_constants(graph)
     drop_detaches(graph)
-    aot_cache.drop_string_types(graph)  # (torch cannot pickle their code)
     vocab_buffers.apply(graph)  # fewer vocabulary-sized buffers (vocab_buffers.py)
 
 

@@ -110,20 +110,15 @@ def _no_wrap(index):
     return torch.where(index < 0, torch.iinfo(index.dtype).min, index)
 
 
-def _index_copy(self, dim: int, index, source):
-    return torch_decompositions[aten.index_copy.default](self, dim, _no_wrap(index), source)
+def _refusing_negatives(op):
+    """torch's decomposition of `op` (index_copy / index_add and their
+    in-place forms: self, dim, index, source, ...) with `_no_wrap(index)`."""
+    decomposition = torch_decompositions[op]
 
+    def run(self, dim: int, index, source, *args, **kwargs):
+        return decomposition(self, dim, _no_wrap(index), source, *args, **kwargs)
 
-def _index_copy_(self, dim: int, index, source):
-    return torch_decompositions[aten.index_copy_.default](self, dim, _no_wrap(index), source)
-
-
-def _index_add(self, dim: int, index, source, *, alpha=1):
-    return torch_decompositions[aten.index_add.default](self, dim, _no_wrap(index), source, alpha=alpha)
-
-
-def _index_add_(self, dim: int, index, source, *, alpha=1):
-    return torch_decompositions[aten.index_add_.default](self, dim, _no_wrap(index), source, alpha=alpha)
+    return run
 
 
 def _sdpa_flash_cpu(query, key, value, dropout_p: float = 0.0, is_causal: bool = False, *,
@@ -170,10 +165,8 @@ FLEX_DECOMPOSITIONS: Dict[Any, Callable] = {
     aten.sort.stable: _sort_stable,
     aten.erfc.default: _erfc,
     aten.select_scatter.default: _select_scatter,
-    aten.index_copy.default: _index_copy,
-    aten.index_copy_.default: _index_copy_,
-    aten.index_add.default: _index_add,
-    aten.index_add_.default: _index_add_,
+    **{op: _refusing_negatives(op) for op in (aten.index_copy.default, aten.index_copy_.default,
+                                              aten.index_add.default, aten.index_add_.default)},
     aten._scaled_dot_product_flash_attention_for_cpu.default: _sdpa_flash_cpu,
 }
 

@@ -138,6 +138,12 @@ def tensor_hash(t) -> str:
 _INNER_HASHES = {}
 
 
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
 def _context_digest(t):
     """A sha256 object fed with the subclass types and flatten contexts of `t`."""
     from .subclass_state import flatten_context
@@ -381,6 +387,8 @@ def module_key(model, example_args, dynamic_shapes, *extra):
                     alias = first.setdefault(where, f"{name}.{path}" if path else name)
                     d.add(f" {path} {tuple(inner.shape)} {inner.stride()} {inner.dtype} ={alias}")
                 if kind == "b":
+                    if _is_fake(t):  # no values to describe it by
+                        raise _Undescribable(f"buffer {name}, a fake tensor")
                     d.add(tensor_hash(t))
                 elif is_subclass(t):
                     d.add(_quantized_hash(t))

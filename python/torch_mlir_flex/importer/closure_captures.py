@@ -67,8 +67,20 @@ def inline_scalar_constants(prog) -> int:
             if not any(u.op == "get_attr" and u.target == n.target for u in gm.graph.nodes):
                 _delete_attr(gm, n.target)
             count += 1
+        _drop_unread_tensors(gm)
         gm.recompile()
     return count
+
+
+def _drop_unread_tensors(gm: fx.GraphModule):
+    """Deletes the tensor attributes of a modifier that no ``get_attr`` reads:
+    torch's flex backward traces the joint graph under its fake mode and may
+    leave the forward's constant there as a fake tensor nothing uses, which
+    would reach the compile caches' keys as a buffer."""
+    read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    for name, _ in list(gm.named_buffers(recurse=False)):
+        if name not in read:
+            delattr(gm, name)
 
 
 def _delete_attr(gm: fx.GraphModule, target: str):

@@ -175,6 +175,18 @@ def test_key_of_a_graph_module():
     assert module_key(torch.fx.symbolic_trace(WithConstant(2.0)), (x.t(),), None, "graph0", True, None)[0] != base
 
 
+def test_a_fake_tensor_buffer_makes_no_key():
+    """A graph holding a fake tensor (torch's flex backward can leave one in
+    its joint graph) has no values to key on: no key, not an error."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    gm = torch.fx.symbolic_trace(WithConstant(2.0))
+    with FakeTensorMode():
+        gm.register_buffer("_tensor_constant0", torch.zeros(3))
+    assert module_key(gm, (torch.randn(2, 4),), None) == (None, "the model holds buffer _tensor_constant0, "
+                                                                 "a fake tensor")
+
+
 def test_dynamo_training_graphs_skip_the_export(cache_dir, fresh, monkeypatch):
     """Forward and backward graphs compiled again (a new Dynamo cache, as in
     a new process) skip torch.export; the gradients are unchanged. The

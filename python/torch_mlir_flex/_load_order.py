@@ -28,6 +28,9 @@ from ._native import preload_llvm  # noqa: E402
 
 preload_llvm()
 from .mlir import ir as _ir  # noqa: E402,F401  (loads our LLVM now)
+from . import _generic_dialects  # noqa: E402
+
+_generic_dialects.install()
 
 LOAD_ORDER_MESSAGE = (
     "torch_mlir was imported before torch_mlir_flex, so its copy of LLVM "

@@ -62,7 +62,7 @@ ENABLE_ENV = "TORCH_MLIR_FLEX_AOT_CACHE"
 SUBDIR = "aotautograd"
 # The node metadata a loaded graph needs: values (shapes, strides, dtypes
 # of every node: our pre-export key prints them) and tensor metadata.
-_KEPT_META = ("val", "tensor_meta")
+_KEPT_META = ("val",)  # (tensor_meta repeats it)
 
 
 def enabled() -> bool:
@@ -250,11 +250,30 @@ def dump_graph(graph):
         for node in getattr(getattr(sub, "graph", None), "nodes", ()):
             if node.op == "get_attr" and isinstance(_attr(sub, node.target), torch.Tensor):
                 return None
+    dropped = _drop_inner_values(graph)
     try:
         return GraphPickler.dumps(graph, Options(ops_filter=None, node_metadata_key_filter=lambda k: k in _KEPT_META))
     except Exception as e:  # an object in the graph GraphPickler does not know
         log.info("torch_mlir_flex: AOTAutograd cache: graph not stored (%s: %s)", type(e).__name__, e)
         return None
+    finally:
+        for node, val in dropped:
+            node.meta["val"] = val
+
+
+def _drop_inner_values(graph):
+    """Takes the fake values off the nodes whose value a loaded graph's
+    compile does not read (all but the placeholders and the outputs:
+    dynamo.graph_inputs); returns (node, value) to put back. A warm
+    process unpickles each fake value, about two thirds of a graph's
+    load time."""
+    out = graph.graph.output_node()
+    keep = {n for n in out.all_input_nodes} | {n for n in graph.graph.nodes if n.op == "placeholder"}
+    dropped = []
+    for node in graph.graph.nodes:
+        if node not in keep and "val" in node.meta:
+            dropped.append((node, node.meta.pop("val")))
+    return dropped
 
 
 def _attr(owner, target: str):

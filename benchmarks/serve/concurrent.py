@@ -1,6 +1,6 @@
 """The concurrent-serving benchmark (issue #43): `python -m benchmarks.serve
 --concurrent [--quick] [--impls ours,inductor,eager,llama.cpp]
-[--models tiny,qwen2] [--rates 1,4,inf] [--readme]`.
+[--models tiny,qwen2] [--dtypes f32,bf16] [--rates 1,4,inf] [--readme]`.
 
 A fixed-seed request stream (concurrent_child.py: prompts of 32-1024
 tokens, outputs of 16-256, Poisson arrivals at each rate) served by
@@ -45,14 +45,14 @@ PAGE, SECTION, ANCHOR = "serving", "## Concurrent serving", "serving.md#concurre
 TARGET_CONCURRENCY = 16
 
 
-def configs(models, quick):
-    """[(name, child spec without impl)] of the run."""
+def configs(models, quick, dtypes=("f32", "bf16")):
+    """[(name, child spec without impl)] of the run (the tiny model: f32 only)."""
     if quick:
         return [("tiny f32 quick", dict(model="tiny", dtype="f32", stream=QUICK.__dict__, concurrency=[1, 4],
                                         page_size=32, max_batch_tokens=256, check=QUICK.requests))]
     out = []
     for model in models:
-        for dtype in (("f32",) if model == "tiny" else ("f32", "bf16")):
+        for dtype in [d for d in dtypes if model != "tiny" or d == "f32"]:
             name = f"{model}{' L=24' if model == 'qwen2' else ''} {dtype}"
             out.append((name, dict(model=model, dtype=dtype, stream=FULL.__dict__, concurrency=[1, 4, 16, 64],
                                    page_size=32 if model == "tiny" else 64,
@@ -306,6 +306,7 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     ap.add_argument("--impls", default=None, help="of " + ",".join(IMPLS) + " (default: " + ",".join(DEFAULT_IMPLS)
                     + "; --quick: ours,eager)")
     ap.add_argument("--models", default="tiny,qwen2")
+    ap.add_argument("--dtypes", default="f32,bf16", help="the 0.5B shape's dtypes (the tiny model: f32)")
     ap.add_argument("--rates", default=None, help="arrival rates in requests/s, 'inf': all at once "
                                                    "(default 1,4,inf; --quick: 8,inf)")
     ap.add_argument("--q-padding", type=int, default=0, help="with compile, pad each step's query tokens to a "
@@ -334,7 +335,8 @@ def main(argv=None, results=RESULTS, table_path=TABLE, plot_path=PLOT, readme=rd
     host = hs.describe(measure=not (args.no_measure_host or args.report_only))
     print(hs.line(host), flush=True)
     new = []
-    for name, spec in [] if args.report_only else configs(args.models.split(","), args.quick):
+    dtypes = tuple(args.dtypes.split(","))
+    for name, spec in [] if args.report_only else configs(args.models.split(","), args.quick, dtypes):
         if args.q_padding or args.kv_padding:  # a row of its own
             name += f" pad {args.q_padding or 64}/{args.kv_padding or 16384}"
         if args.concurrency:  # a row of its own

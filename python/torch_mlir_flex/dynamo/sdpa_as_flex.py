@@ -254,10 +254,7 @@ def sdpa_flex(query, key, value, attn_mask=None, *, is_causal=False, scale=None,
         else:
             def score_mod(score, b, h, q_idx, kv_idx, m):
                 return score + _read(m, keep, b, h, q_idx, kv_idx)
-    if attn_mask is not None:
-        block_mask = _skipping_block_mask(attn_mask, query, key)
-    else:
-        block_mask = _create_empty_block_mask(query, key).as_tuple()
+    block_mask = _create_empty_block_mask(query, key).as_tuple()
     if is_causal:
         block_mask = block_mask[:-1] + (_causal,)
     if scale is None:
@@ -271,25 +268,6 @@ def sdpa_flex(query, key, value, attn_mask=None, *, is_causal=False, scale=None,
     with _no_fake_cache(query):
         out, _, _ = flex_hop(query, key, value, score_mod, block_mask, scale, kernel_options, buffers, ())
     return out
-
-
-def _skipping_block_mask(attn_mask, query, key):
-    """flex_attention's BlockMask tuple for an SDPA mask, computed where the
-    call runs: a key block whose mask entries (for a block of queries) all
-    mask (False, or -inf for a float mask) is skipped, the others are
-    computed with the mask's score_mod. Continuous batching pads each
-    step's key reads to the whole cache and masks the padding: without
-    this every step computed attention over every cached key."""
-    import torch
-    from torch.nn.attention.flex_attention import (_DEFAULT_SPARSE_BLOCK_SIZE, _convert_mask_to_block_mask,
-                                                   _create_sparse_block_from_block_mask)
-
-    keep = attn_mask if attn_mask.dtype == torch.bool else ~torch.isneginf(attn_mask)
-    keep = keep.reshape((1,) * (4 - keep.dim()) + tuple(keep.shape))
-    L, S = query.shape[2], key.shape[2]
-    keep = keep.expand(keep.shape[0], keep.shape[1], L, S)
-    blocks = _convert_mask_to_block_mask(keep, _DEFAULT_SPARSE_BLOCK_SIZE, _DEFAULT_SPARSE_BLOCK_SIZE)
-    return _create_sparse_block_from_block_mask(blocks, None, (L, S)).as_tuple()
 
 
 class _no_fake_cache:

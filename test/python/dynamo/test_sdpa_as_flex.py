@@ -123,41 +123,6 @@ def test_fully_masked_rows_training(fresh):
     assert fresh[0]("eager") == 0 and fresh[0]("backward") == 1
 
 
-def _padding_mask(b, l, s, valid, dtype):
-    """Keys [0, valid[i]) of batch i kept: the rest is a cache's padding."""
-    keep = torch.arange(s)[None, None, None, :] < torch.tensor(valid)[:, None, None, None]
-    keep = keep.expand(b, 1, l, s)
-    if dtype == torch.bool:
-        return keep.clone()
-    return torch.zeros(b, 1, l, s).masked_fill(~keep, float("-inf"))
-
-
-def test_masked_key_blocks_are_skipped():
-    """The BlockMask made from an SDPA mask lists only the key blocks with a
-    kept entry (sdpa_as_flex._skipping_block_mask), float and bool masks."""
-    q, k, _ = _qkv(b=2, l=200, s=700)
-    for dtype in (torch.bool, torch.float32):
-        m = _padding_mask(2, 200, 700, [300, 0], dtype)
-        kv_num_blocks, kv_indices = sdpa_as_flex._skipping_block_mask(m, q, k)[2:4]
-        assert kv_num_blocks.tolist() == [[[3, 3]], [[0, 0]]]  # 128-key blocks: 0-2 hold keys < 300
-        assert kv_indices[0, 0, :, :3].tolist() == [[0, 1, 2], [0, 1, 2]]
-
-
-@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
-def test_padding_mask_over_many_blocks(dtype, fresh):
-    """Key blocks that are all padding (skipped), a partial block, and a
-    batch whose keys are all masked (output 0, as eager SDPA's); gradients."""
-    m = _padding_mask(2, 130, 600, [270, 0], dtype)
-    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
-    _check_forward(fn, _qkv(b=2, hq=4, hkv=2, l=130, s=600) + [m], fresh)
-    got_out, got = _grads(fn, _qkv(b=2, hq=4, hkv=2, l=130, s=600) + [m], compiled=True)
-    want_out, want = _grads(fn, _qkv(b=2, hq=4, hkv=2, l=130, s=600) + [m], compiled=False)
-    assert torch.equal(got_out[1], torch.zeros_like(got_out[1]))
-    torch.testing.assert_close(got_out, want_out.to(got_out.dtype), atol=2e-5, rtol=1e-5)
-    for g, w in zip(got, want):
-        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4)
-
-
 def test_dynamic_sizes(fresh):
     """dynamic=True: one graph for every sequence length, causal and masked."""
     delta, warned = fresh

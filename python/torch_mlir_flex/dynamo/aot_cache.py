@@ -60,9 +60,10 @@ log = get_logger("dynamo")
 
 ENABLE_ENV = "TORCH_MLIR_FLEX_AOT_CACHE"
 SUBDIR = "aotautograd"
-# The node metadata a loaded graph needs: values (shapes, strides, dtypes
-# of every node: our pre-export key prints them) and tensor metadata.
-_KEPT_META = ("val",)  # (tensor_meta repeats it)
+# The node metadata a loaded graph needs: the fake values of its
+# placeholders and outputs (dynamo.graph_inputs reads them; dump_graph
+# takes the others off: _drop_inner_values). tensor_meta repeats "val".
+_KEPT_META = ("val",)
 
 
 def enabled() -> bool:

@@ -22,7 +22,7 @@ def __getattr__(name):
 
         return getattr(importer, name)
     if name in ("FlexBackendError", "FlexCompileError", "FlexRuntimeError", "FlexIndexError",
-                "FlexMemoryError"):
+                "FlexMemoryError", "FlexRangeError"):
         from .backend import errors  # no torch import
 
         return getattr(errors, name)

@@ -2,7 +2,7 @@
 `compile` (model -> callable, see compile.py)."""
 
 from .errors import (FlexBackendError, FlexCompileError, FlexIndexError, FlexMemoryError,
-                     FlexRuntimeError)
+                     FlexRangeError, FlexRuntimeError)
 from .jit import JitFunction
 from .pipelines import PIPELINES, get_pipeline
 from .compile import CompiledModule, compile, compile_mlir
@@ -13,6 +13,7 @@ __all__ = [
     "FlexRuntimeError",
     "FlexIndexError",
     "FlexMemoryError",
+    "FlexRangeError",
     "JitFunction",
     "PIPELINES",
     "get_pipeline",

@@ -251,14 +251,17 @@ class CompiledModule:
     """Callable result of `compile`. Attributes: `torch_ir`, `linalg_ir`,
     `flex_ir`, `lowered_ir` (text of each stage), `backend`, `func_name`,
     `exported_program` (None when the stage cache made the export
-    unnecessary: pre_export_cache.py), `jit_function`; `loops_ir()`
+    unnecessary: pre_export_cache.py), `jit_function`, `input_ranges`
+    ([(input, dim, lo, hi)]: the exported program's range of each dynamic
+    dim of the inputs, hi None when unbounded); `loops_ir()`
     computes the IR after the lowering pipeline up to scf."""
 
     def __init__(self, *, jit_function: JitFunction, backend: str, func_name: str,
                  torch_ir: Optional[str], linalg_ir: Optional[str], flex_ir: str,
                  exported_program=None, arg_specs=None, out_spec=None, arg_layout=None,
-                 state=(), mutations=None, constant_args=None):
+                 state=(), mutations=None, constant_args=None, input_ranges=()):
         self.jit_function = jit_function
+        self.input_ranges = list(input_ranges)
         # The model's parameters and buffers, the function's leading
         # arguments (weights as runtime arguments): the tensors themselves,
         # so in-place updates of the model are seen by later calls.
@@ -443,10 +446,11 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
              in_place=mutations.in_place(len(state)))
     if arg_specs is not None and len(arg_specs) + len(state) != len(fn.arg_types):
         arg_specs = None
+    ranges = [(i - len(state), d, lo, hi) for i, d, lo, hi in getattr(checks, "ranges", ())]
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
                           arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout, state=state,
-                          mutations=mutations, constant_args=constants)
+                          mutations=mutations, constant_args=constants, input_ranges=ranges)
 
 
 def _import_stages(ep, func_name, weights_as_arguments):

@@ -5,7 +5,8 @@ FlexBackendError
 └── FlexCompileError          .stage: export/import/frontend/materialize/lower/call
     ├── FlexRuntimeError      a check inside the compiled code failed (stage 'call')
     │   └── FlexIndexError    ... an index check (also an IndexError)
-    └── FlexMemoryError       a tensor larger than the host's memory (also a MemoryError)
+    ├── FlexMemoryError       a tensor larger than the host's memory (also a MemoryError)
+    └── FlexRangeError        a dynamic size outside the range the program was exported for
 """
 
 
@@ -39,3 +40,13 @@ class FlexMemoryError(FlexCompileError, MemoryError):
     """A tensor the compiled code would allocate is larger than this host's
     memory (shapes.py): raised when compiling (static shape) or before the
     call (from the call's sizes); the message names its shape and bytes."""
+
+
+class FlexRangeError(FlexCompileError):
+    """A call's dynamic size lies outside the range of its symbol in the
+    ExportedProgram (torch.export narrows a range when tracing guards on a
+    size, e.g. on whether `ceil(L / 128)` is 1): raised before the call;
+    the message names the argument, the dim and the range."""
+
+    def __init__(self, stage: str, message: str):
+        super().__init__(stage, message)

@@ -29,7 +29,7 @@ import os
 import re
 from ..mlir import ir, passmanager
 from .calling import find_func, function_type
-from .errors import FlexBackendError, FlexCompileError, FlexMemoryError
+from .errors import FlexBackendError, FlexCompileError, FlexMemoryError, FlexRangeError
 
 # scf-for-loop-canonicalization: tensor.dim of an scf.for result (or iter
 # arg) -> tensor.dim of its init when the loop keeps the shape (the loops of
@@ -63,7 +63,7 @@ def _human(n: int) -> str:
 
 
 _NAMESPACE = {"_divsi": _divsi, "_remsi": _remsi, "FlexCompileError": FlexCompileError,
-              "FlexMemoryError": FlexMemoryError, "_human": _human}
+              "FlexMemoryError": FlexMemoryError, "FlexRangeError": FlexRangeError, "_human": _human}
 # Ops that allocate a tensor the compiled code holds (a temporary).
 _ALLOCATING = ("tensor.empty", "bufferization.alloc_tensor")
 
@@ -252,6 +252,9 @@ class DimChecks:
     def __init__(self, num_inputs=None):
         self.num_inputs = num_inputs  # of the function the checks were made for
         self._lines, self._conds, self._seen = [], [], set()
+        # [(input, dim, lo, hi)]: the exported program's ranges of its
+        # dynamic dims (hi None: unbounded), also checked by `add` lines.
+        self.ranges = []
 
     def __len__(self):
         return len(self._lines)
@@ -273,6 +276,7 @@ class DimChecks:
 
     def merged_with(self, other: "DimChecks") -> "DimChecks":
         both = DimChecks()
+        both.ranges = self.ranges + other.ranges
         for c in (self, other):
             for cond, line in zip(c._conds, c._lines):
                 if cond not in both._seen:
@@ -523,7 +527,8 @@ def export_checks(ep, names, offset: int = 0) -> DimChecks:
             conds = ([f"{here.code} >= {lo}"] if lo is not None else []) + \
                     ([f"{here.code} <= {hi}"] if hi is not None else [])
             if conds:
+                checks.ranges.append((i, j, lo, hi))
                 checks.add(" and ".join(conds), f"{here.label} is {{{here.code}}}, outside the range "
                            f"[{lo}, {'inf' if hi is None else hi}] of the dynamic dim {expr} of the "
-                           "exported program")
+                           "exported program", error="FlexRangeError")
     return checks

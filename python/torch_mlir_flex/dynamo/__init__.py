@@ -189,6 +189,11 @@ def _compile_specializing_refused(graph, examples, inputs, backend, func_name, o
                 compiled = compile(module, examples, backend=backend or DEFAULT_BACKEND,
                                    func_name=func_name, dynamic_shapes=dynamic, opt_level=opt_level,
                                    exported_check=_check_outputs)
+            guards = specialize.guard_export_ranges(compiled.input_ranges, inputs.fake_shapes)
+            if guards:
+                stats["narrowed"] += 1
+                log.info("torch_mlir_flex: %s: torch.export narrowed the range of dynamic sizes; "
+                         "guards for Dynamo (it recompiles outside them): %s", func_name, ", ".join(guards))
             return compiled, dynamic is not None
         except FlexCompileError as e:
             if pinned is None and specialize.data_dependent(e):
@@ -275,14 +280,16 @@ class _EagerWhenTooLarge:
     """Runs a call in eager PyTorch when ours refuses it for a temporary
     larger than the process can have (FlexMemoryError: raised by the shape
     checks, before the compiled code runs or writes anything), as torch's
-    kernels may not materialise it (SDPA's CPU flash kernel tiles)."""
+    kernels may not materialise it (SDPA's CPU flash kernel tiles), or
+    for a size outside the range torch.export narrowed where Dynamo could
+    not be given a guard for it (FlexRangeError: a backward graph)."""
 
     def __init__(self, compiled, gm):
-        from ..backend.errors import FlexMemoryError
+        from ..backend.errors import FlexMemoryError, FlexRangeError
 
         self.compiled = compiled
         self.gm = gm
-        self.error = FlexMemoryError
+        self.error = (FlexMemoryError, FlexRangeError)
 
     def __call__(self, *args):
         try:

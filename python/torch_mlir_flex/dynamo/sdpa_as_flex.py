@@ -24,6 +24,10 @@ Semantics, as SDPA's:
   [B, 1, 1, S], ...): a score_mod adding `mask[b, h, q_idx, kv_idx]`, the
   size-1 dims dropped outside (the mask is never expanded);
 - a bool `attn_mask`: a score_mod `where(mask[...], score, -inf)`;
+- with a mask, the BlockMask is computed from it where the call runs
+  (sdpa_mask_blocks.py): key blocks whose entries all mask (False, -inf,
+  finfo.min) for a block of queries are skipped, the others computed with
+  the score_mod (continuous batching's padded key reads);
 - `scale` (default 1/sqrt(E)), `enable_gqa` (Hq a multiple of Hkv), L != S,
   head dims of q and v that differ. A scale that Dynamo made a dynamic
   Python float is compiled at the example's value, with a guard
@@ -59,6 +63,7 @@ import math
 import os
 
 from ..log import get_logger
+from . import sdpa_mask_blocks
 
 log = get_logger("dynamo")
 
@@ -254,7 +259,11 @@ def sdpa_flex(query, key, value, attn_mask=None, *, is_causal=False, scale=None,
         else:
             def score_mod(score, b, h, q_idx, kv_idx, m):
                 return score + _read(m, keep, b, h, q_idx, kv_idx)
-    block_mask = _create_empty_block_mask(query, key).as_tuple()
+    uniform = None
+    if attn_mask is not None:
+        block_mask, uniform = sdpa_mask_blocks.block_mask(attn_mask, query, key)
+    else:
+        block_mask = _create_empty_block_mask(query, key).as_tuple()
     if is_causal:
         block_mask = block_mask[:-1] + (_causal,)
     if scale is None:
@@ -267,7 +276,7 @@ def sdpa_flex(query, key, value, attn_mask=None, *, is_causal=False, scale=None,
     kernel_options = _apply_kernel_options(query, key, value, False, None)
     with _no_fake_cache(query):
         out, _, _ = flex_hop(query, key, value, score_mod, block_mask, scale, kernel_options, buffers, ())
-    return out
+    return sdpa_mask_blocks.fix_uniform_rows(out, uniform, value)
 
 
 class _no_fake_cache:

@@ -19,6 +19,14 @@ A dynamic size whose example is 0 or 1 (a block count `(s0 + 127) //
 specialized"): graph_inputs leaves it static and `fix_small_sizes`
 guards it, so that a sequence with more blocks recompiles.
 
+torch.export may also narrow a dynamic size's range without refusing it:
+a guard its trace adds (whether `ceil(L / 128)` is 1, in a block table
+computed from a mask) becomes the range [2, 128] of L in the exported
+program, where Dynamo's symbol has [2, inf]. `guard_export_ranges` adds
+the exported ranges to Dynamo's guards, so that a call outside them
+recompiles (one compilation per range) instead of reaching a function
+that refuses its sizes (backend.errors.FlexRangeError).
+
 Likewise a Python float Dynamo made dynamic (an attribute such as
 `self.scaling` that differed in an earlier model sharing the frame) is
 passed as a 0-d tensor and read with `.item()`; where an op needs a
@@ -89,6 +97,35 @@ def guard_equal_to_examples(sym_ints: Iterable) -> bool:
         # guard_int / guard_float: records Eq(symbol, hint) as a guard of the frame
         float(s) if isinstance(s, torch.SymFloat) else int(s)
     return True
+
+
+def guard_export_ranges(ranges, fake_shapes) -> List[str]:
+    """Adds `lo <= size <= hi` guards to Dynamo's shape environment for the
+    exported program's `ranges` ([(argument k, dim d, lo, hi)], hi None:
+    unbounded) that its symbols do not already imply; `fake_shapes[k]`:
+    Dynamo's sizes of argument k. The guards added, as text; those it
+    could not add (the environment is final: a backward graph) start with
+    "not guarded: "."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    done = []
+    for k, d, lo, hi in ranges:
+        shape = fake_shapes[k] if 0 <= k < len(fake_shapes) else None
+        size = shape[d] if shape is not None and d < len(shape) else None
+        if not isinstance(size, torch.SymInt):
+            continue
+        env = size.node.shape_env
+        for bound, cond, text in ((lo, lambda: size >= lo, f"{size.node.expr} >= {lo}"),
+                                  (hi, lambda: size <= hi, f"{size.node.expr} <= {hi}")):
+            if bound is None or statically_known_true(cond()):
+                continue
+            if env is None or getattr(env, "frozen", False):
+                done.append("not guarded: " + text)
+                continue
+            bool(cond())  # guard_bool: records the comparison as a guard of the frame
+            done.append(text)
+    return done
 
 
 def fix_small_sizes(sizes) -> bool:

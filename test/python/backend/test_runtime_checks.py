@@ -13,7 +13,7 @@ import torch
 from torch.export import Dim
 from torch.nn.attention.flex_attention import flex_attention
 
-from torch_mlir_flex import FlexIndexError, FlexRuntimeError
+from torch_mlir_flex import FlexIndexError, FlexRangeError, FlexRuntimeError
 from torch_mlir_flex.backend import FlexBackendError, FlexCompileError, JitFunction
 
 
@@ -61,8 +61,12 @@ def test_shared_dim_mismatch(dyn_fn):
 
 
 def test_dim_range(dyn_fn):
-    msg = str(call_error(dyn_fn, *qkv(S=130)))
-    assert "argument 0 (q) dim 2 is 130, outside the range [2, 128]" in msg, msg
+    err = call_error(dyn_fn, *qkv(S=130))
+    assert isinstance(err, FlexRangeError)
+    assert "argument 0 (q) dim 2 is 130, outside the range [2, 128]" in str(err), str(err)
+    # The ranges, for a caller that guards them (dynamo/specialize.py):
+    # (input, dim, lo, hi) of each dynamic dim's first use.
+    assert sorted(dyn_fn.input_ranges) == [(0, 0, 1, 8), (0, 2, 2, 128)], dyn_fn.input_ranges
 
 
 def test_static_dim_and_rank(dyn_fn):

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from torch_mlir_flex import dynamo, log
-from torch_mlir_flex.dynamo import sdpa_as_flex
+from torch_mlir_flex.dynamo import sdpa_as_flex, sdpa_mask_blocks
 
 dynamo.register()
 
@@ -123,6 +123,80 @@ def test_fully_masked_rows_training(fresh):
     assert fresh[0]("eager") == 0 and fresh[0]("backward") == 1
 
 
+def _padding_mask(b, l, s, valid, dtype):
+    """Keys [0, valid[i]) of batch i kept: the rest is a cache's padding."""
+    keep = torch.arange(s)[None, None, None, :] < torch.tensor(valid)[:, None, None, None]
+    keep = keep.expand(b, 1, l, s)
+    if dtype == torch.bool:
+        return keep.clone()
+    return torch.zeros(b, 1, l, s).masked_fill(~keep, float("-inf"))
+
+
+def test_masked_key_blocks_are_skipped():
+    """The BlockMask made from an SDPA mask lists only the key blocks with a
+    kept entry (sdpa_mask_blocks.block_mask), float and bool masks; 128-row
+    query blocks for 200 rows, one-row blocks for 100."""
+    for l, rows in ((200, 128), (100, 1)):
+        q, k, _ = _qkv(b=2, l=l, s=700)
+        for dtype in (torch.bool, torch.float32):
+            m = _padding_mask(2, l, 700, [300, 0], dtype)
+            bm, uniform = sdpa_mask_blocks.block_mask(m, q, k)
+            assert bm[:2] == (l, 700) and bm[-3:-1] == (rows, 128), bm
+            kv_num_blocks, kv_indices = bm[2:4]
+            nq = -(-l // rows)
+            assert kv_num_blocks.tolist() == [[[3] * nq], [[0] * nq]]  # 128-key blocks: 0-2 hold keys < 300
+            assert kv_indices[0, 0, :, :3].tolist() == [[0, 1, 2]] * nq
+            # -inf rows are not uniform (SDPA gives them 0)
+            assert uniform is None or not uniform.any()
+
+
+def _hf_mask(l, s, spans, pad_rows, fill=None):
+    """transformers' continuous-batching mask: finfo.min where masked, 0
+    where kept; request i's rows [q0, q1) see keys [k0, k0 + its causal
+    reach); `pad_rows` trailing rows all finfo.min (padding)."""
+    lo = torch.finfo(torch.float32).min
+    m = torch.full((1, 1, l, s), lo)
+    for q0, q1, k0, k1 in spans:
+        for r in range(q0, q1):
+            m[0, 0, r, k0:k1 - (q1 - 1 - r)] = 0.0
+    if fill is not None:
+        m[0, 0, l - pad_rows:, :fill] = float("-inf")
+    return m
+
+
+@pytest.mark.parametrize("l,s", [(64, 700), (200, 1000)])
+def test_transformers_min_masks(l, s, fresh):
+    """finfo.min masks (transformers' continuous batching): key blocks of
+    other requests and of the cache's padding skipped; rows all finfo.min
+    (padding rows: SDPA's uniform softmax, the mean of V), rows of
+    finfo.min and -inf only, and requests' rows, against eager SDPA."""
+    spans = [(0, 1, 0, 90), (1, 2, 90, 400), (2, l - 20, 400, 400 + l - 22)]
+    m = _hf_mask(l, s, spans, pad_rows=20)
+    m[0, 0, l - 3, :50] = float("-inf")  # a padding row of min and -inf only
+    q, k, _ = _qkv(l=l, s=s)
+    bm, uniform = sdpa_mask_blocks.block_mask(m, q, k)
+    assert uniform[0, 0].tolist() == [False] * (l - 20) + [True] * 17 + [False, True, True]
+    if bm[-3] == 1:  # one-row query blocks: row 0 reads key block 0 only
+        assert bm[2][0, 0, 0].item() == 1
+    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
+    _check_forward(fn, _qkv(hq=4, hkv=2, l=l, s=s) + [m], fresh)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
+def test_padding_mask_over_many_blocks(dtype, fresh):
+    """Key blocks that are all padding (skipped), a partial block, and a
+    batch whose keys are all masked (output 0, as eager SDPA's); gradients."""
+    m = _padding_mask(2, 130, 600, [270, 0], dtype)
+    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m, enable_gqa=True)
+    _check_forward(fn, _qkv(b=2, hq=4, hkv=2, l=130, s=600) + [m], fresh)
+    got_out, got = _grads(fn, _qkv(b=2, hq=4, hkv=2, l=130, s=600) + [m], compiled=True)
+    want_out, want = _grads(fn, _qkv(b=2, hq=4, hkv=2, l=130, s=600) + [m], compiled=False)
+    assert torch.equal(got_out[1], torch.zeros_like(got_out[1]))
+    torch.testing.assert_close(got_out, want_out.to(got_out.dtype), atol=2e-5, rtol=1e-5)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.double(), w, atol=5e-5, rtol=1e-4)
+
+
 def test_dynamic_sizes(fresh):
     """dynamic=True: one graph for every sequence length, causal and masked."""
     delta, warned = fresh
@@ -134,6 +208,22 @@ def test_dynamic_sizes(fresh):
         for g, w in zip(cf(*args), fn(*args)):
             torch.testing.assert_close(g, w, atol=2e-5, rtol=1e-5)
     assert delta("compiled") == 1 and delta("dynamic") == 1 and delta("eager") == 0, \
+        (dict(dynamo.stats), list(warned))
+
+
+def test_dynamic_sizes_across_key_blocks(fresh):
+    """dynamic=True with a mask: the block table computed from it makes
+    torch.export narrow the lengths' ranges (whether ceil(L / 128) is 1);
+    those ranges become Dynamo guards, so lengths on the other side of
+    128 recompile once (one graph per range) instead of failing the call."""
+    delta, warned = fresh
+    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    cf = torch.compile(fn, backend=dynamo.NAME, dynamic=True)
+    for l, s, compiles in ((24, 300, 1), (40, 700, 1), (200, 900, 2), (150, 600, 2), (60, 100, 3)):
+        args = _qkv(l=l, s=s) + [_padding_mask(1, l, s, [s // 2], torch.float32)]
+        torch.testing.assert_close(cf(*args), fn(*args), atol=2e-5, rtol=1e-5)
+        assert delta("compiled") == compiles, (l, s, dict(dynamo.stats))
+    assert delta("narrowed") == 3 and delta("eager") == 0 and delta("eager_calls") == 0, \
         (dict(dynamo.stats), list(warned))
 
 

@@ -36,9 +36,10 @@ if [ -z "${TORCH_MLIR_FLEX_CACHE_DIR:-}" ]; then
   export TORCH_MLIR_FLEX_CACHE_DIR
 fi
 # --durations: the slowest tests, to keep the suite within CI's time on a
-# Zen 1 (about three times a Zen 4's or Zen 5's time).
+# Zen 1 (about three times a Zen 4's or Zen 5's time); every test's time in
+# $BUILD/pytest-times.xml (`python build_tools/test_times.py` sums it by file).
 python -m pytest -q -p no:cacheprovider -n "$WORKERS" --durations=40 --durations-min=10 \
-  test/python projects/e2e projects/hf_e2e test/robustness
+  --junitxml="$BUILD/pytest-times.xml" test/python projects/e2e projects/hf_e2e test/robustness
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -261,6 +261,25 @@ def test_refused_positions_are_read_from_the_message():
     assert specialize.refused_positions("no list; inputs['args'][1].shape[0] pinned") == [(1, 0)]
 
 
+def test_call_outside_an_unguarded_range_runs_in_eager(fresh):
+    """A compiled graph called with a size outside the range torch.export
+    narrowed (FlexRangeError), where no Dynamo guard could be added (a
+    backward graph): that call runs the graph in eager, with a warning."""
+    from torch_mlir_flex.backend.errors import FlexRangeError
+
+    delta, warned = fresh
+    gm = torch.fx.symbolic_trace(lambda x: torch.tanh(x) * 2)
+
+    def compiled(x):
+        raise FlexRangeError("call", "argument 0 (x) dim 0 is 200, outside the range [2, 128]")
+
+    fn = dynamo._EagerWhenTooLarge(compiled, gm)
+    x = torch.randn(200, 3)
+    torch.testing.assert_close(fn(x), torch.tanh(x) * 2)
+    assert delta("eager_calls") == 1
+    assert any("outside the range [2, 128]" in w for w in warned), list(warned)
+
+
 def sdpa_scaled(q, k, v, scale: float):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale) * 2
 

@@ -32,6 +32,8 @@ The layers of a model share one mask: the table is computed once per
 mask, sizes and trace (`_memo`).
 """
 
+import weakref
+
 from ..log import get_logger
 
 log = get_logger("dynamo")
@@ -57,19 +59,23 @@ def block_mask(mask, query, key):
     `mask` broadcast to [B, H, L, S] (L, S: query's and key's lengths).
     Uniform rows (bool [Bm, Hm, Lm]): rows whose every entry is
     `finfo.min`, for `fix_uniform_rows`; None for a bool mask."""
-    import torch
     from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
     L, S = query.shape[2], key.shape[2]
     grads = any(t.requires_grad for t in (query, key))
-    key_ = (str(L), str(S), grads, id(get_proxy_mode()))
+    mode = get_proxy_mode()
+    if mode is None:  # not traced: nothing to share
+        return _block_mask(mask, L, S, grads)
     memo = _memo_of(mask)
-    if key_ not in memo:
-        memo[key_] = _block_mask(mask, L, S, grads)
-    return memo[key_]
+    key_ = (str(L), str(S), grads)
+    hit = memo.get(key_)
+    # Only within the trace that made it (a mask constant outlives traces).
+    if hit is None or hit[0]() is not mode:
+        hit = memo[key_] = (weakref.ref(mode), _block_mask(mask, L, S, grads))
+    return hit[1]
 
 
-_memo = None  # mask -> {(L, S, grads, tracing mode): (BlockMask tuple, uniform rows)}
+_memo = None  # mask -> {(L, S, grads): (weakref of the tracing mode, (BlockMask tuple, uniform rows))}
 
 
 def _memo_of(mask) -> dict:

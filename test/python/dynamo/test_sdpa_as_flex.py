@@ -164,6 +164,23 @@ def _hf_mask(l, s, spans, pad_rows, fill=None):
     return m
 
 
+def test_one_block_table_per_mask(fresh, monkeypatch):
+    """Layers sharing one mask compute its block table once per trace."""
+    monkeypatch.setenv("TORCH_MLIR_FLEX_CACHE", "0")  # trace, not a cached program
+    made = []
+    real = sdpa_mask_blocks._block_mask
+    monkeypatch.setattr(sdpa_mask_blocks, "_block_mask", lambda *a: made.append(1) or real(*a))
+
+    def layers(q, k, v, m):
+        for _ in range(3):
+            q = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        return q
+
+    m = _hf_mask(40, 300, [(0, 40, 0, 200)], pad_rows=0)
+    _check_forward(layers, _qkv(l=40, s=300) + [m], fresh)
+    assert len(made) == 1, made
+
+
 @pytest.mark.parametrize("l,s", [(64, 700), (200, 1000)])
 def test_transformers_min_masks(l, s, fresh):
     """finfo.min masks (transformers' continuous batching): key blocks of

@@ -34,10 +34,6 @@ mask, sizes and trace (`_memo`).
 
 import weakref
 
-from ..log import get_logger
-
-log = get_logger("dynamo")
-
 KV_BLOCK = 128
 Q_BLOCK = 128
 # Calls with at most this many query rows get one-row query blocks (decode
@@ -90,6 +86,7 @@ def _memo_of(mask) -> dict:
 def _block_mask(mask, L, S, grads):
     import torch
     import torch.nn.functional as F
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
     from torch.nn.attention.flex_attention import BlockMask
 
     m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
@@ -105,13 +102,15 @@ def _block_mask(mask, L, S, grads):
         mixed = ~row_kept & row_low & row_ninf
         listed = kept | (low & mixed.unsqueeze(-1))
     listed = listed.expand(Bm, Hm, Lm, S)
-    qbs = q_block_size(L) if Lm != 1 else _LARGE
-    nq = (Lm + qbs - 1) // qbs if Lm != 1 else 1
+    # A mask the same for every query (Lm == 1, known without a guard):
+    # one query block of all rows.
+    one = bool(statically_known_true(Lm == 1))
+    qbs = _LARGE if one else q_block_size(L)
+    nq = 1 if one else (Lm + qbs - 1) // qbs
     nk = (S + KV_BLOCK - 1) // KV_BLOCK
-    pad_q = nq * qbs - Lm if Lm != 1 else 0
+    pad_q = 0 if one else nq * qbs - Lm
     listed = F.pad(listed, (0, nk * KV_BLOCK - S, 0, pad_q), value=False)
-    rows = qbs if Lm != 1 else 1
-    blocks = listed.reshape(Bm, Hm, nq, rows, nk, KV_BLOCK).any(-1).any(3)
+    blocks = listed.reshape(Bm, Hm, nq, 1 if one else qbs, nk, KV_BLOCK).any(-1).any(3)
     counts = blocks.sum(-1, dtype=torch.int32)
     indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)
     bm = BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=(qbs, KV_BLOCK), seq_lengths=(L, S),

@@ -164,6 +164,23 @@ def _hf_mask(l, s, spans, pad_rows, fill=None):
     return m
 
 
+def test_key_padding_mask_for_every_query(fresh):
+    """A [B, 1, 1, S] finfo.min padding mask (one row for all queries):
+    one query block of all rows, one graph for lengths on both sides of
+    128, against eager SDPA."""
+    delta, warned = fresh
+    fn = lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    cf = torch.compile(fn, backend=dynamo.NAME, dynamic=True)
+    for l, s in ((40, 300), (200, 500)):
+        m = torch.zeros(1, 1, 1, s)
+        m[..., s // 2:] = torch.finfo(torch.float32).min
+        args = _qkv(l=l, s=s) + [m]
+        torch.testing.assert_close(cf(*args), fn(*args), atol=2e-5, rtol=1e-5)
+    bm = sdpa_mask_blocks.block_mask(m, *_qkv(l=200, s=500)[:2])[0]
+    assert bm[2].tolist() == [[[2]]] and bm[-3] == 1 << 30, bm  # keys < 250: blocks 0 and 1
+    assert delta("compiled") == 1 and delta("eager") == 0, (dict(dynamo.stats), list(warned))
+
+
 def test_one_block_table_per_mask(fresh, monkeypatch):
     """Layers sharing one mask compute its block table once per trace."""
     monkeypatch.setenv("TORCH_MLIR_FLEX_CACHE", "0")  # trace, not a cached program

@@ -446,7 +446,8 @@ def _compile(model, example_args, backend, dynamic_shapes, func_name, opt_level,
              in_place=mutations.in_place(len(state)))
     if arg_specs is not None and len(arg_specs) + len(state) != len(fn.arg_types):
         arg_specs = None
-    ranges = [(i - len(state), d, lo, hi) for i, d, lo, hi in getattr(checks, "ranges", ())]
+    # No checks when export named no user inputs (_export_checks).
+    ranges = [(i - len(state), d, lo, hi) for i, d, lo, hi in (checks.ranges if checks is not None else ())]
     return CompiledModule(jit_function=fn, backend=backend, func_name=func_name, torch_ir=torch_ir,
                           linalg_ir=linalg_ir, flex_ir=flex_ir, exported_program=ep,
                           arg_specs=arg_specs, out_spec=out_spec, arg_layout=layout, state=state,

@@ -47,6 +47,3 @@ class FlexRangeError(FlexCompileError):
     ExportedProgram (torch.export narrows a range when tracing guards on a
     size, e.g. on whether `ceil(L / 128)` is 1): raised before the call;
     the message names the argument, the dim and the range."""
-
-    def __init__(self, stage: str, message: str):
-        super().__init__(stage, message)

@@ -102,15 +102,16 @@ def _block_mask(mask, L, S, grads):
         mixed = ~row_kept & row_low & row_ninf
         listed = kept | (low & mixed.unsqueeze(-1))
     listed = listed.expand(Bm, Hm, Lm, S)
-    # A mask the same for every query (Lm == 1, known without a guard):
-    # one query block of all rows.
-    one = bool(statically_known_true(Lm == 1))
-    qbs = _LARGE if one else q_block_size(L)
-    nq = 1 if one else (Lm + qbs - 1) // qbs
+    if statically_known_true(Lm == 1):
+        # A mask the same for every query (known without a guard): one
+        # query block of all rows.
+        qbs, rows, nq = _LARGE, 1, 1
+    else:
+        qbs = rows = q_block_size(L)
+        nq = (Lm + qbs - 1) // qbs
     nk = (S + KV_BLOCK - 1) // KV_BLOCK
-    pad_q = 0 if one else nq * qbs - Lm
-    listed = F.pad(listed, (0, nk * KV_BLOCK - S, 0, pad_q), value=False)
-    blocks = listed.reshape(Bm, Hm, nq, 1 if one else qbs, nk, KV_BLOCK).any(-1).any(3)
+    listed = F.pad(listed, (0, nk * KV_BLOCK - S, 0, nq * rows - Lm), value=False)
+    blocks = listed.reshape(Bm, Hm, nq, rows, nk, KV_BLOCK).any(-1).any(3)
     counts = blocks.sum(-1, dtype=torch.int32)
     indices = torch.argsort(blocks.to(torch.int8), dim=-1, descending=True, stable=True).to(torch.int32)
     bm = BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=(qbs, KV_BLOCK), seq_lengths=(L, S),

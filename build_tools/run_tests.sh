@@ -20,10 +20,11 @@ if [ "${CI:-}" = "true" ] && ! command -v qemu-x86_64 >/dev/null 2>&1 \
     >/dev/null 2>&1 || echo "note: qemu-user not installed; the AVX2 emulation test will skip"
 fi
 
-echo "== lit"
+echo "== lit (setup and build took ${SECONDS} s)"
 lit -v "$BUILD/test"
 
-echo "== pytest"
+echo "== pytest (after ${SECONDS} s)"
+start=$SECONDS
 set +e
 # Two pytest workers (pytest-xdist; the machine's two cores): compilation,
 # single-threaded in LLVM, dominates the suite. FLEX_TEST_WORKERS=0 runs in
@@ -42,6 +43,7 @@ python -m pytest -q -p no:cacheprovider -n "$WORKERS" --durations=40 --durations
   --junitxml="$BUILD/pytest-times.xml" test/python projects/e2e projects/hf_e2e test/robustness
 rc=$?
 set -e
+echo "== pytest took $((SECONDS - start)) s (all: ${SECONDS} s)"
 if [ "$rc" -eq 5 ]; then
   echo "error: pytest collected no tests" >&2
   exit 1

@@ -15,7 +15,7 @@ from .runner import ERROR, FAIL, SKIP, XFAIL, XPASS, run_case
 
 # Only the backends a case is written for (no skipped tests for the rest);
 # selection.py: every case on "tiled", a quarter on the others unless
-# FLEX_E2E_FULL=1.
+# FLEX_TESTS_FULL=1.
 _PARAMS = [pytest.param(c, b, id=f"{c.name}-{b}") for b in sorted(PIPELINES) for c in all_cases()
            if c.supports(b) and selection.runs(c.name, b)]
 

@@ -13,9 +13,10 @@ from . import selection
 from .registry import all_cases
 from .runner import ERROR, FAIL, XFAIL, XPASS
 
-# selection.py: every case on "tiled"; a quarter on the others unless FLEX_E2E_FULL=1.
+# selection.py: a quarter of the cases on "reference" and "tiled-1t", the rest on "tiled"
+# (all of them everywhere with FLEX_TESTS_FULL=1).
 _PARAMS = [pytest.param(c, b, id=f"{c.name}-{b}") for b in sorted(PIPELINES) for c in all_cases()
-           if c.supports(b) and has_gradient(c) and selection.runs(c.name, b)]
+           if c.supports(b) and has_gradient(c) and selection.grad_runs(c.name, b)]
 
 
 @pytest.mark.parametrize("case,backend", _PARAMS)

@@ -46,9 +46,11 @@ def _prompt(batch):
     return ids, mask
 
 
+# Both caches and a padded batch in CI; the other families with FLEX_TESTS_FULL=1.
 @pytest.mark.parametrize("name,batch,cache", [
-    ("llama", 1, "dynamic"), ("llama", 1, "static"), ("mistral", 1, "dynamic"),
-    ("qwen2", 2, "dynamic"), ("gemma2", 1, "dynamic"), ("phi3", 2, "dynamic"),
+    pytest.param("llama", 1, "dynamic", marks=pytest.mark.extended), ("llama", 1, "static"),
+    pytest.param("mistral", 1, "dynamic", marks=pytest.mark.extended), ("qwen2", 2, "dynamic"),
+    pytest.param("gemma2", 1, "dynamic", marks=pytest.mark.extended), pytest.param("phi3", 2, "dynamic", marks=pytest.mark.extended),
 ])
 def test_generate_compiled_matches_eager(name, batch, cache):
     flex, eager = build_models(BY_NAME[name])
@@ -70,7 +72,7 @@ def test_generate_compiled_matches_eager(name, batch, cache):
     assert dynamo.stats["graphs"] == after_first["graphs"]
 
 
-@pytest.mark.parametrize("cache,most", [("dynamic", None), ("static", 2)])
+@pytest.mark.parametrize("cache,most", [("dynamic", None), pytest.param("static", 2, marks=pytest.mark.extended)])
 def test_compilations_do_not_grow_with_tokens(cache, most):
     """Decode compiles at most twice per captured graph (the length first
     seen, then one dynamic graph after Dynamo's automatic dynamic): 64 new

@@ -17,7 +17,7 @@ from .harness import build_models, make_inputs
 dynamo.register()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral", "gemma2"])
+@pytest.mark.parametrize("name", ["llama", pytest.param("qwen2", marks=pytest.mark.extended), pytest.param("mistral", marks=pytest.mark.extended), "gemma2"])
 def test_one_training_step_matches_eager_attention(name):
     family = BY_NAME[name]
     flex, eager = build_models(family)

@@ -68,7 +68,7 @@ def _compiled_all(run):
     assert run["dynamo"]["forward"] == 1 and run["dynamo"]["backward"] == 1, run
 
 
-@pytest.mark.parametrize("attn,batch", [("flex_attention", 2), ("sdpa", 1)])
+@pytest.mark.parametrize("attn,batch", [("flex_attention", 2), pytest.param("sdpa", 1, marks=pytest.mark.extended)])
 def test_second_process_loads_aotautograd_from_the_cache(tmp_path, attn, batch):
     """flex_attention models, and SDPA models whose calls sdpa_as_flex
     rewrote (their block mask's `noop_mask` carries string annotations

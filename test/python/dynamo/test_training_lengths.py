@@ -37,7 +37,7 @@ def _model(arch):
     return model, ref
 
 
-@pytest.mark.parametrize("arch", ["llama", "mistral"])
+@pytest.mark.parametrize("arch", ["llama", pytest.param("mistral", marks=pytest.mark.extended)])
 def test_lengths_compile_per_block_count(fresh, arch):
     delta, warned = fresh
     model, ref = _model(arch)

@@ -209,7 +209,7 @@ def test_generate_batch_sliding_window_compiled(window):
     assert delta["graphs"] == 1 and delta["compiled"] == 1 and delta["breaks"] == 0, delta
 
 
-@pytest.mark.parametrize("window", [None, GEMMA2])
+@pytest.mark.parametrize("window", [None, pytest.param(GEMMA2, marks=pytest.mark.extended)])
 def test_dynamic_true(window):
     """CompileConfig(dynamic=True): every size, int and float Dynamo reads
     from the inputs is symbolic from the first graph; the BlockMask's block

@@ -21,7 +21,7 @@ from projects.e2e import selection  # noqa: E402
 from projects.e2e.registry import all_cases  # noqa: E402
 from projects.e2e.runner import build  # noqa: E402
 
-# A fixed quarter of the e2e cases (all with FLEX_E2E_FULL=1: projects/e2e/selection.py).
+# A fixed quarter of the e2e cases (all with FLEX_TESTS_FULL=1: projects/e2e/selection.py).
 CASES = [c for c in all_cases() if c.xfail is None and selection.sampled(c.name)]
 
 

@@ -271,3 +271,52 @@ func.func @mask_when(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<32
       } -> tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
   return %r#0, %r#1, %r#2 : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
 }
+
+// -----
+
+// A dynamic kv_len and a mask_mod reading a capture: a block ending at or
+// before kv_len (every block but the last) takes the scores without the
+// key clamp, so pad[b, n0 + j] is read contiguously in j; the last block
+// clamps its key index and masks the keys past kv_len.
+// CHECK-LABEL: func.func @capture_read_split_keys
+// CHECK-SAME: %[[N0:[^:]+]]: index, %[[N:[^:]+]]: index, %[[PAD:[^:]+]]: tensor<2x?xi8>)
+// CHECK: %[[END:.*]] = arith.addi %[[N0]], %c32 : index
+// CHECK: %[[IN:.*]] = arith.cmpi sle, %[[END]], %[[N]] : index
+// CHECK: %[[S:.*]] = scf.if %[[IN]] -> (tensor<8x32xf32>)
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: %[[J:.*]] = linalg.index 1 : index
+// CHECK: %[[GN:.*]] = arith.addi %[[N0]], %[[J]] : index
+// CHECK-NOT: arith.minsi
+// CHECK: tensor.extract %[[PAD]][%{{.*}}, %[[GN]]] : tensor<2x?xi8>
+// CHECK-NOT: arith.cmpi slt
+// CHECK: linalg.yield
+// CHECK: } else {
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]
+// CHECK: %[[J2:.*]] = linalg.index 1 : index
+// CHECK: %[[GN2:.*]] = arith.addi %[[N0]], %[[J2]] : index
+// CHECK: %[[GNC:.*]] = arith.minsi %[[GN2]], %{{.*}} : index
+// CHECK: tensor.extract %[[PAD]][%{{.*}}, %[[GNC]]] : tensor<2x?xi8>
+// CHECK: arith.cmpi slt, %[[GN2]], %[[N]] : index
+// CHECK: linalg.yield
+// CHECK: }
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]{{.*}} ins(%[[S]] : tensor<8x32xf32>)
+func.func @capture_read_split_keys(%q: tensor<8x16xf32>, %kt: tensor<16x32xf32>, %v: tensor<32x12xf32>,
+                                   %mx: tensor<8xf32>, %l: tensor<8xf32>, %acc: tensor<8x12xf32>,
+                                   %b: index, %h: index, %m0: index, %n0: index, %n: index,
+                                   %pad: tensor<2x?xi8>)
+    -> (tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>) {
+  %c8 = arith.constant 8 : index
+  %r:3 = flex.online_attention ins(%q, %kt, %v : tensor<8x16xf32>, tensor<16x32xf32>, tensor<32x12xf32>)
+      captures(%pad : tensor<2x?xi8>)
+      at(%b, %h, %m0, %n0) bounds(%c8, %n)
+      outs(%mx, %l, %acc : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>)
+      scale(0.25) {transposed_key}
+      mask_mod {
+      ^bb0(%bb: index, %hh: index, %m: index, %kv: index):
+        %c0 = arith.constant 0 : i8
+        %x = tensor.extract %pad[%bb, %kv] : tensor<2x?xi8>
+        %keep = arith.cmpi ne, %x, %c0 : i8
+        flex.yield %keep : i1
+      } -> tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
+  return %r#0, %r#1, %r#2 : tensor<8xf32>, tensor<8xf32>, tensor<8x12xf32>
+}

@@ -147,23 +147,19 @@ module {
 // -----
 
 // Document mask over a captured runtime tensor: doc_ids[q_idx] == doc_ids[kv_idx].
-// The region reads the capture operand (the function argument) directly.
+// The region reads the capture operand (the function argument) directly, at
+// the index arguments themselves: their int32 casts and negative-index wraps
+// are folded (indices lie in [0, 2^31)).
 // CHECK-LABEL: func.func @document_mask(
 // CHECK-SAME:    %[[DOC:[^:]+]]: tensor<16xi64>)
 // CHECK:         flex.attention
 // CHECK-SAME:      captures(%[[DOC]] : tensor<16xi64>)
 // CHECK-SAME:      mask_mod {
 // CHECK-NEXT:      ^bb0(%{{.+}}: index, %{{.+}}: index, %[[M:.+]]: index, %[[N:.+]]: index):
-// CHECK-DAG:         %[[MI:.+]] = arith.index_cast %[[M]] : index to i32
-// CHECK-DAG:         %[[NI:.+]] = arith.index_cast %[[N]] : index to i32
-// CHECK:             %[[ME:.+]] = arith.extsi %[[MI]] : i32 to i64
-// CHECK:             %[[MX:.+]] = arith.index_cast %{{.+}} : i64 to index
-// CHECK:             %[[DM:.+]] = tensor.extract %[[DOC]][%[[MX]]] : tensor<16xi64>
-// CHECK:             %[[NE:.+]] = arith.extsi %[[NI]] : i32 to i64
-// CHECK:             %[[NX:.+]] = arith.index_cast %{{.+}} : i64 to index
-// CHECK:             %[[DN:.+]] = tensor.extract %[[DOC]][%[[NX]]] : tensor<16xi64>
-// CHECK:             %[[EQ:.+]] = arith.cmpi eq, %[[DM]], %[[DN]] : i64
-// CHECK:             flex.yield %[[EQ]] : i1
+// CHECK-NEXT:        %[[DM:.+]] = tensor.extract %[[DOC]][%[[M]]] : tensor<16xi64>
+// CHECK-NEXT:        %[[DN:.+]] = tensor.extract %[[DOC]][%[[N]]] : tensor<16xi64>
+// CHECK-NEXT:        %[[EQ:.+]] = arith.cmpi eq, %[[DM]], %[[DN]] : i64
+// CHECK-NEXT:        flex.yield %[[EQ]] : i1
 #map = affine_map<() -> ()>
 module {
   func.func @document_mask(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>, %arg3: tensor<16xi64>) -> tensor<1x4x16x8xf32> {
@@ -225,11 +221,9 @@ module {
 // CHECK-SAME:      captures(%[[BIAS]] : tensor<4xf32>)
 // CHECK-SAME:      score_mod {
 // CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %[[H:.+]]: index, %{{.+}}: index, %{{.+}}: index):
-// CHECK:             %[[HI:.+]] = arith.index_cast %[[H]] : index to i32
-// CHECK:             %[[X:.+]] = arith.index_cast %{{.+}} : i64 to index
-// CHECK:             %[[BH:.+]] = tensor.extract %[[BIAS]][%[[X]]] : tensor<4xf32>
-// CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[BH]] : f32
-// CHECK:             flex.yield %[[R]] : f32
+// CHECK-NEXT:        %[[BH:.+]] = tensor.extract %[[BIAS]][%[[H]]] : tensor<4xf32>
+// CHECK-NEXT:        %[[R:.+]] = arith.addf %[[S]], %[[BH]] : f32
+// CHECK-NEXT:        flex.yield %[[R]] : f32
 #map = affine_map<() -> ()>
 module {
   func.func @head_bias(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>, %arg3: tensor<4xf32>) -> tensor<1x4x16x8xf32> {
@@ -277,8 +271,10 @@ module {
 // CHECK-SAME:      captures(%[[TBL]] : tensor<4xf32>)
 // CHECK-SAME:      score_mod {
 // CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %[[H:.+]]: index, %[[M:.+]]: index, %[[N:.+]]: index):
-// CHECK:             %[[SL:.+]] = tensor.extract %[[TBL]][%{{.+}}] : tensor<4xf32>
-// CHECK:             %[[D:.+]] = arith.subi %{{.+}}, %{{.+}} : i32
+// CHECK-DAG:         %[[MI:.+]] = arith.index_cast %[[M]] : index to i32
+// CHECK-DAG:         %[[NI:.+]] = arith.index_cast %[[N]] : index to i32
+// CHECK:             %[[SL:.+]] = tensor.extract %[[TBL]][%[[H]]] : tensor<4xf32>
+// CHECK:             %[[D:.+]] = arith.subi %[[NI]], %[[MI]] : i32
 // CHECK:             %[[DF:.+]] = arith.sitofp %[[D]] : i32 to f32
 // CHECK:             %[[B:.+]] = arith.mulf %[[SL]], %[[DF]] : f32
 // CHECK:             %[[R:.+]] = arith.addf %[[S]], %[[B]] : f32
@@ -883,20 +879,17 @@ module {
 
 // -----
 
-// A padding mask of dynamic length, read with torch's negative-index wrap:
-// the size comes from tensor.dim on the capture.
+// A padding mask of dynamic length, read with torch's negative-index wrap
+// (its size from tensor.dim on the capture): kv_idx is never negative, so
+// the read is pad[b, kv_idx] and the wrap and the dim are gone.
 // CHECK-LABEL: func.func @padding_dynamic(
 // CHECK-SAME:    %[[PAD:[^:]+]]: tensor<2x?xi1>)
 // CHECK:         flex.attention
 // CHECK-SAME:      captures(%[[PAD]] : tensor<2x?xi1>)
 // CHECK-SAME:      mask_mod {
-// CHECK:             %[[D:.+]] = tensor.dim %[[PAD]], %{{.+}} : tensor<2x?xi1>
-// CHECK:             %[[DI:.+]] = arith.index_cast %[[D]] : index to i64
-// CHECK:             %[[W:.+]] = arith.addi %{{.+}}, %[[DI]] : i64
-// CHECK:             %[[S:.+]] = arith.select %{{.+}}, %[[W]], %{{.+}} : i64
-// CHECK:             %[[X:.+]] = arith.index_cast %[[S]] : i64 to index
-// CHECK:             %[[E:.+]] = tensor.extract %[[PAD]][%{{.+}}, %[[X]]] : tensor<2x?xi1>
-// CHECK:             flex.yield %[[E]] : i1
+// CHECK-NEXT:      ^bb0(%[[B:.+]]: index, %{{.+}}: index, %{{.+}}: index, %[[N:.+]]: index):
+// CHECK-NEXT:        %[[E:.+]] = tensor.extract %[[PAD]][%[[B]], %[[N]]] : tensor<2x?xi1>
+// CHECK-NEXT:        flex.yield %[[E]] : i1
 #map = affine_map<() -> ()>
 module {
   func.func @padding_dynamic(%arg0: tensor<2x4x1x8xf32>, %arg1: tensor<2x4x?x8xf32>, %arg2: tensor<2x4x?x8xf32>, %arg3: tensor<2x?xi1>) -> tensor<2x4x1x8xf32> {
@@ -940,4 +933,59 @@ module {
   func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>) -> tensor<f32> {
     return %arg0 : tensor<f32>
   }
+}
+
+// -----
+
+// An index that may be negative keeps torch's wrap: bias[kv_idx - 1] reads
+// bias[15] at kv_idx 0. The cast of kv_idx itself is not folded away.
+// CHECK-LABEL: func.func @shifted_index_keeps_wrap(
+// CHECK-SAME:    %[[BIAS:[^:]+]]: tensor<16xf32>)
+// CHECK:         flex.attention
+// CHECK-SAME:      score_mod {
+// CHECK-NEXT:      ^bb0(%[[S:.+]]: f32, %{{.+}}: index, %{{.+}}: index, %{{.+}}: index, %[[N:.+]]: index):
+// CHECK:             %[[NI:.+]] = arith.index_cast %[[N]] : index to i32
+// CHECK:             %[[NE:.+]] = arith.extsi %[[NI]] : i32 to i64
+// CHECK:             %[[D:.+]] = arith.subi %[[NE]], %{{.+}} : i64
+// CHECK:             %[[NEG:.+]] = arith.cmpi slt, %[[D]], %{{.+}} : i64
+// CHECK:             %[[W:.+]] = arith.addi %[[D]], %{{.+}} : i64
+// CHECK:             %[[SEL:.+]] = arith.select %[[NEG]], %[[W]], %[[D]] : i64
+// CHECK:             %[[X:.+]] = arith.index_cast %[[SEL]] : i64 to index
+// CHECK:             %[[B:.+]] = tensor.extract %[[BIAS]][%[[X]]] : tensor<16xf32>
+// CHECK:             arith.addf %[[S]], %[[B]] : f32
+#map = affine_map<() -> ()>
+module {
+  func.func @shifted_index_keeps_wrap(%arg0: tensor<1x4x16x8xf32>, %arg1: tensor<1x4x16x8xf32>, %arg2: tensor<1x4x16x8xf32>, %arg3: tensor<16xf32>) -> tensor<1x4x16x8xf32> {
+    %0:3 = call @__flex_attention_0(%arg0, %arg1, %arg2, %arg3) : (tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<16xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>)
+    return %0#0 : tensor<1x4x16x8xf32>
+  }
+  func.func private @sdpa_score0(%arg0: tensor<f32>, %arg1: tensor<i32>, %arg2: tensor<i32>, %arg3: tensor<i32>, %arg4: tensor<i32>, %arg5: tensor<16xf32>) -> tensor<f32> {
+    %c0_i64 = arith.constant 0 : i64
+    %c1_i64 = arith.constant 1 : i64
+    %c16_i64 = arith.constant 16 : i64
+    %0 = tensor.empty() : tensor<i64>
+    %1 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%arg4 : tensor<i32>) outs(%0 : tensor<i64>) {
+    ^bb0(%in: i32, %out: i64):
+      %5 = arith.extsi %in : i32 to i64
+      %6 = arith.subi %5, %c1_i64 : i64
+      linalg.yield %6 : i64
+    } -> tensor<i64>
+    %2 = tensor.empty() : tensor<f32>
+    %3 = linalg.generic {indexing_maps = [#map, #map], iterator_types = []} ins(%1 : tensor<i64>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: i64, %out: f32):
+      %5 = arith.cmpi slt, %in, %c0_i64 : i64
+      %6 = arith.addi %in, %c16_i64 : i64
+      %7 = arith.select %5, %6, %in : i64
+      %8 = arith.index_cast %7 : i64 to index
+      %extracted = tensor.extract %arg5[%8] : tensor<16xf32>
+      linalg.yield %extracted : f32
+    } -> tensor<f32>
+    %4 = linalg.generic {indexing_maps = [#map, #map, #map], iterator_types = []} ins(%arg0, %3 : tensor<f32>, tensor<f32>) outs(%2 : tensor<f32>) {
+    ^bb0(%in: f32, %in_0: f32, %out: f32):
+      %5 = arith.addf %in, %in_0 : f32
+      linalg.yield %5 : f32
+    } -> tensor<f32>
+    return %4 : tensor<f32>
+  }
+  func.func private @__flex_attention_0(tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<1x4x16x8xf32>, tensor<16xf32>) -> (tensor<1x4x16x8xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) attributes {flex.num_mask_buffers = 0 : i64, flex.num_score_buffers = 1 : i64, flex.return_lse = false, flex.return_max_scores = false, flex.scale = 0.35355339059327373 : f64, flex.score_mod = @sdpa_score0}
 }

@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 #include <limits>
@@ -28,19 +29,23 @@ static bool mayDiffer(Value v, int64_t c) {
   return !k || *k != c;
 }
 
-/// The score tile with the mask applied or not (`withMask`).
+/// Padding keys may exist unless kv_len is a constant multiple of Nt.
+static bool mayPadKeys(OnlineAttentionOp op) {
+  std::optional<int64_t> kvLen = getConstantIntValue(op.getKvLen());
+  return !kvLen || *kvLen % op.getTileKeys() != 0;
+}
+
+/// The score tile with the mask applied or not (`withMask`); `padKeys`:
+/// the block may hold keys at or past kv_len (clamped and masked).
 static Value buildScores(OpBuilder &b, Location loc, OnlineAttentionOp op,
-                         Value s, bool scaled, bool withMask) {
+                         Value s, bool scaled, bool withMask, bool padKeys) {
   MLIRContext *ctx = b.getContext();
   AffineMap id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
-  int64_t nt = op.getTileKeys(), rph = op.getTileRowsPerHead();
+  int64_t rph = op.getTileRowsPerHead();
   // Several heads in the tile (rows_per_head): row i is head h + i / rph.
   bool grouped = rph != op.getTileRows();
-  // Padding rows exist unless rows == rph; padding keys unless kv_len is a
-  // constant multiple of Nt.
+  // Padding rows exist unless rows == rph.
   bool clampRows = mayDiffer(op.getRows(), rph);
-  std::optional<int64_t> kvLen = getConstantIntValue(op.getKvLen());
-  bool padKeys = !kvLen || *kvLen % nt != 0;
   bool hasScore = op.hasScoreMod(), hasMask = withMask && op.hasMaskMod();
   if (scaled && !hasScore && !hasMask && !padKeys)
     return s;
@@ -95,19 +100,54 @@ static Value buildScores(OpBuilder &b, Location loc, OnlineAttentionOp op,
   return gen.getResult(0);
 }
 
+/// True if a modifier the tile applies reads a captured tensor.
+static bool readsCaptures(OnlineAttentionOp op, bool withMask) {
+  auto reads = [](Region &r) {
+    return r
+        .walk([](tensor::ExtractOp) { return WalkResult::interrupt(); })
+        .wasInterrupted();
+  };
+  return reads(op.getScoreMod()) || (withMask && reads(op.getMaskMod()));
+}
+
+/// buildScores; where keys may be padding and a modifier reads a captured
+/// tensor, a block below kv_len (all but the last) is built apart, under
+/// scf.if, without the clamp of the key index: its reads `cap[..., kv]`
+/// stay contiguous in the key, so LLVM vectorizes them.
+static Value buildScoresSplitKeys(OpBuilder &b, Location loc,
+                                  OnlineAttentionOp op, Value s, bool scaled,
+                                  bool withMask) {
+  if (!mayPadKeys(op) || !readsCaptures(op, withMask))
+    return buildScores(b, loc, op, s, scaled, withMask, mayPadKeys(op));
+  Value end = b.createOrFold<arith::AddIOp>(
+      loc, op.getN0(), arith::ConstantIndexOp::create(b, loc, op.getTileKeys()));
+  Value inside = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::sle,
+                                               end, op.getKvLen());
+  if (std::optional<int64_t> k = getConstantIntValue(inside))
+    return buildScores(b, loc, op, s, scaled, withMask, !*k);
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{s.getType()}, inside,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, withMask, false));
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, withMask, true));
+  return ifOp.getResult(0);
+}
+
 Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
                                  OnlineAttentionOp op, Value s,
                                  bool scaled) {
   Value when = op.getMaskWhen(); // verified: only with a mask_mod
   if (!when)
-    return buildScores(b, loc, op, s, scaled, true);
+    return buildScoresSplitKeys(b, loc, op, s, scaled, true);
   auto ifOp = scf::IfOp::create(b, loc, TypeRange{s.getType()}, when,
                                 /*withElseRegion=*/true);
   OpBuilder::InsertionGuard g(b);
   b.setInsertionPointToStart(ifOp.thenBlock());
-  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, true));
+  scf::YieldOp::create(b, loc, buildScoresSplitKeys(b, loc, op, s, scaled, true));
   b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, false));
+  scf::YieldOp::create(b, loc, buildScoresSplitKeys(b, loc, op, s, scaled, false));
   return ifOp.getResult(0);
 }
 

@@ -292,10 +292,14 @@ void ModifierRegions::discard() {
 
 void ModifierRegions::attach(const FlexDecl &d, Region &scoreDst,
                              Region &maskDst) {
-  if (d.scoreFn && !isIdentityModifier(*score, /*isScore=*/true))
+  if (d.scoreFn && !isIdentityModifier(*score, /*isScore=*/true)) {
+    foldIndexRoundTrips(*score);
     scoreDst.takeBody(*score);
-  if (d.maskFn && !isIdentityModifier(*mask, /*isScore=*/false))
+  }
+  if (d.maskFn && !isIdentityModifier(*mask, /*isScore=*/false)) {
+    foldIndexRoundTrips(*mask);
     maskDst.takeBody(*mask);
+  }
 }
 
 LogicalResult materialize::buildModifierRegions(func::CallOp call,

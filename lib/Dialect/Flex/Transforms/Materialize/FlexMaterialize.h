@@ -78,7 +78,7 @@ struct ModifierRegions {
     captures.append(constCaptures.begin(), constCaptures.end());
   }
   /// Moves the regions that are not identities into `scoreDst` /
-  /// `maskDst`.
+  /// `maskDst`, their index casts folded (foldIndexRoundTrips).
   void attach(const FlexDecl &d, Region &scoreDst, Region &maskDst);
 };
 
@@ -87,6 +87,11 @@ struct ModifierRegions {
 LogicalResult buildModifierRegions(func::CallOp call, const FlexDecl &d,
                                    ValueRange scoreBufs, ValueRange maskBufs,
                                    ModifierRegions &r);
+
+/// Folds the int32 casts and negative-index wraps of the op's index
+/// arguments inside a scalarized modifier (ModifierIndices.cpp): a read
+/// `cap[q_idx]` indexes with the argument itself.
+void foldIndexRoundTrips(Region &region);
 
 /// Rewrites one `@__flex_backward_N` call (FlexMaterializeBackward.cpp).
 LogicalResult rewriteBackwardCall(func::CallOp call, func::FuncOp decl,

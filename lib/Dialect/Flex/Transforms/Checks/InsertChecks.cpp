@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/IR/BlockTensors.h"
 #include "torch-mlir-flex/Dialect/Flex/IR/FlexOps.h"
+#include "torch-mlir-flex/Dialect/Flex/Transforms/IndexWraps.h"
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
@@ -149,25 +150,6 @@ std::optional<Range> rangeOf(Value v, int depth) {
   return std::nullopt;
 }
 
-/// torch-mlir's negative-index wrap `select(x < 0, x + n, x)` (through an
-/// index_cast): returns x, else nullopt.
-std::optional<Value> unwrapNegativeWrap(Value index) {
-  Value w = index;
-  if (auto cast = index.getDefiningOp<arith::IndexCastOp>())
-    w = cast.getIn();
-  auto sel = w.getDefiningOp<arith::SelectOp>();
-  if (!sel)
-    return std::nullopt;
-  auto cmp = sel.getCondition().getDefiningOp<arith::CmpIOp>();
-  Value x = sel.getFalseValue();
-  auto add = sel.getTrueValue().getDefiningOp<arith::AddIOp>();
-  if (!cmp || !add || cmp.getPredicate() != arith::CmpIPredicate::slt ||
-      cmp.getLhs() != x || !matchPattern(cmp.getRhs(), m_Zero()) ||
-      (add.getLhs() != x && add.getRhs() != x))
-    return std::nullopt;
-  return x;
-}
-
 /// `v` (index or integer) as i64.
 Value toI64(OpBuilder &b, Location loc, Value v) {
   Type i64 = b.getI64Type();
@@ -273,7 +255,7 @@ void guardRead(tensor::ExtractOp read, Operation *scope) {
     int64_t size = type.getDimSize(d);
     anyDynamic |= ShapedType::isDynamic(size);
     anyZero |= size == 0;
-    std::optional<Value> wrapped = unwrapNegativeWrap(index);
+    std::optional<Value> wrapped = matchNegativeIndexWrap(index);
     Value orig = wrapped ? *wrapped : index;
     int64_t lowFactor = wrapped ? -1 : 0; // low bound = lowFactor * size
     if (!ShapedType::isDynamic(size) && size > 0) {

@@ -21,19 +21,21 @@
 //===----------------------------------------------------------------------===//
 #include "FlexMaterialize.h"
 
+#include "torch-mlir-flex/Dialect/Flex/Transforms/IndexWraps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/IR/Iterators.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/IR/Matchers.h"
 
 using namespace mlir;
+using mlir::flex::matchNegativeIndexWrap;
 
 namespace {
 
 /// Values known to lie in [0, 2^31): the region's index arguments, and
 /// integers or indices that are one of them through casts of at least 32
-/// bits or a negative-index wrap that cannot fire. `source` maps each to
-/// the index argument it equals.
+/// bits or a negative-index wrap (IndexWraps.h) that cannot fire. `source`
+/// maps each to the index argument it equals.
 class IndexValues {
 public:
   explicit IndexValues(Block &entry) {
@@ -55,8 +57,8 @@ public:
             arith::ExtUIOp, arith::TruncIOp>(def) &&
         atLeast32Bits(v.getType()))
       s = sourceOf(def->getOperand(0));
-    else if (auto sel = dyn_cast<arith::SelectOp>(def))
-      s = wrapSource(sel);
+    else if (std::optional<Value> x = matchNegativeIndexWrap(v))
+      s = sourceOf(*x); // the wrap of a negative index: never taken
     if (s)
       source[v] = s;
     return s;
@@ -65,22 +67,6 @@ public:
 private:
   static bool atLeast32Bits(Type t) {
     return t.isIndex() || (t.isSignlessInteger() && t.getIntOrFloatBitWidth() >= 32);
-  }
-
-  /// `select(x < 0, _, x)` (or `select(x >= 0, x, _)`) with x one of the
-  /// values: x (the wrap of a negative index).
-  Value wrapSource(arith::SelectOp sel) {
-    auto cmp = sel.getCondition().getDefiningOp<arith::CmpIOp>();
-    if (!cmp || !matchPattern(cmp.getRhs(), m_Zero()))
-      return {};
-    Value x = cmp.getLhs();
-    bool negative = cmp.getPredicate() == arith::CmpIPredicate::slt;
-    bool nonNegative = cmp.getPredicate() == arith::CmpIPredicate::sge;
-    Value kept = negative ? sel.getFalseValue()
-                          : nonNegative ? sel.getTrueValue() : Value();
-    if (kept != x)
-      return {};
-    return sourceOf(x);
   }
 
   DenseMap<Value, Value> source;
@@ -103,8 +89,9 @@ void mlir::flex::materialize::foldIndexRoundTrips(Region &region) {
     if (r.getType().isIndex()) { // an index read: the argument itself
       r.replaceAllUsesWith(s);
       folded = true;
-    } else if (auto sel = dyn_cast<arith::SelectOp>(op)) { // the wrap: x
-      r.replaceAllUsesWith(sel.getCondition().getDefiningOp<arith::CmpIOp>().getLhs());
+    } else if (std::optional<Value> x = matchNegativeIndexWrap(r);
+               x && isa<arith::SelectOp>(op)) {
+      r.replaceAllUsesWith(*x); // the wrap: x itself
       folded = true;
     }
   });

@@ -12,8 +12,13 @@ and finfo.min as transformers builds it: "decode", 64 query rows of which
 16 are one request each (400-800 keys each), the rest padding; "prefill",
 512 rows of 4 requests (128 new rows each after 300 cached keys). Each
 variant is a graph of one SDPA call under torch.compile; our variants are
-compiled with the stage caches off. The table gives the median of the
-runs' medians (benchmarks/timing.py) and the ratio to "no table".
+compiled with the stage caches off. "dynamic": ours compiled with
+`dynamic=True` (the graphs Dynamo makes after a recompilation, as in
+serving), with the mask's block table ops split across the threads at
+run time (flex-parallel-rows) and, "serial rows", without that split (as
+before 2026-12-08: dynamic ops stayed on one thread). The table gives the
+median of the runs' medians (benchmarks/timing.py) and the ratio to "no
+table".
 """
 
 import argparse
@@ -28,6 +33,7 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import _create_empty_block_mask
 
 from torch_mlir_flex import dynamo
+from torch_mlir_flex.backend import pipelines
 from torch_mlir_flex.dynamo import sdpa_mask_blocks as smb
 
 from . import host as hs
@@ -74,8 +80,16 @@ def _compiled(variant):
         finally:
             smb.FEW_ROWS, smb.block_mask = few, table
 
-    fn = torch.compile(_own_code(_sdpa, variant), backend=dynamo.NAME, dynamic=False)
+    dynamic = variant.startswith("dynamic")
+    options = {"backend": SERIAL_ROWS} if variant == "dynamic, serial rows" else None
+    fn = torch.compile(_own_code(_sdpa, variant), backend=dynamo.NAME, dynamic=dynamic,
+                       options=options)
     return call
+
+
+# The tiled pipeline without flex-parallel-rows ("dynamic, serial rows").
+SERIAL_ROWS = "tiled-serial-rows"
+pipelines.PIPELINES[SERIAL_ROWS] = pipelines.tiled_pipeline(parallel_rows=False)
 
 
 def _own_code(f, name):
@@ -83,8 +97,8 @@ def _own_code(f, name):
     code object, and each variant must compile apart."""
     import types
 
-    return types.FunctionType(f.__code__.replace(co_name="sdpa_" + name.replace(" ", "_").replace("-", "_")),
-                              f.__globals__)
+    ident = "".join(c if c.isalnum() else "_" for c in name)
+    return types.FunctionType(f.__code__.replace(co_name="sdpa_" + ident), f.__globals__)
 
 
 def main():
@@ -97,9 +111,10 @@ def main():
     print(hs.line(hs.describe()))
     print(f"f32, {HQ} query / {HKV} KV heads of {E}, {args.slots} key slots")
     # "ours": the default (one-row query blocks up to 128 rows, else 128-row)
-    print("| step | ours ms | ours, 128-row blocks ms | ours, no table ms | eager SDPA ms | inductor ms "
-          "| no table / ours | no table / 128-row | max err |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| step | ours ms | ours, 128-row blocks ms | ours, no table ms | ours dynamic ms "
+          "| ours dynamic, serial rows ms | eager SDPA ms | inductor ms "
+          "| no table / ours | no table / 128-row | serial rows / dynamic | max err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     g = torch.Generator().manual_seed(0)
     k = torch.randn(1, HKV, args.slots, E, generator=g)
     v = torch.randn(1, HKV, args.slots, E, generator=g)
@@ -107,7 +122,8 @@ def main():
                     ("prefill (512 rows, 4 requests)", prefill_mask(args.slots))):
         q = torch.randn(1, HQ, m.shape[2], E, generator=g)
         torch._dynamo.reset()
-        impls = {name: _compiled(name) for name in ("default", "128-row blocks", "no table")}
+        impls = {name: _compiled(name) for name in ("default", "128-row blocks", "no table", "dynamic",
+                                                    "dynamic, serial rows")}
         impls["eager SDPA"] = _sdpa
         impls["inductor"] = torch.compile(_own_code(_sdpa, "inductor"), dynamic=False)
         with torch.no_grad():
@@ -119,9 +135,11 @@ def main():
                     times[i].append(interleaved_medians({"f": lambda f=f: f(q, k, v, m)}, args.reps)["f"] * 1e3)
         med = {i: statistics.median(t) for i, t in times.items()}
         base = med["no table"]
+        dyn, serial = med["dynamic"], med["dynamic, serial rows"]
         print(f"| {step} | {med['default']:.2f} | {med['128-row blocks']:.2f} | {base:.2f} | "
-              f"{med['eager SDPA']:.2f} | {med['inductor']:.2f} | {base / med['default']:.1f} | "
-              f"{base / med['128-row blocks']:.1f} | {err:.1e} |")
+              f"{dyn:.2f} | {serial:.2f} | {med['eager SDPA']:.2f} | {med['inductor']:.2f} | "
+              f"{base / med['default']:.1f} | {base / med['128-row blocks']:.1f} | "
+              f"{serial / dyn:.2f} | {err:.1e} |")
 
 
 if __name__ == "__main__":

@@ -97,26 +97,19 @@ func.func @short_loop_with_index(%y: memref<3x65536xf32>) {
 
 // -----
 
-// Left alone: too few iterations (a decode step), dynamic sizes, tensors,
-// ops nested in loops (flex-to-flash's tiles).
+// Left alone: too few iterations (a decode step), tensors, ops nested in
+// loops (flex-to-flash's tiles).
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT:     scf.parallel
 // CHECK:         linalg.generic {{.*}}outs(%{{.*}} : memref<1x896xf32>)
-// CHECK:         linalg.generic {{.*}}outs(%{{.*}} : memref<?x1024xf32>)
 // CHECK:         linalg.generic {{.*}}outs(%{{.*}} : tensor<512x1024xf32>)
 // CHECK:         scf.for
 // CHECK:           linalg.generic {{.*}}outs(%{{.*}} : memref<512x1024xf32>)
 // CHECK-NOT:     scf.parallel
-func.func @left_alone(%a: memref<1x896xf32>, %d: memref<?x1024xf32>, %t: tensor<512x1024xf32>,
+func.func @left_alone(%a: memref<1x896xf32>, %t: tensor<512x1024xf32>,
                       %m: memref<512x1024xf32>) -> tensor<512x1024xf32> {
   linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
       outs(%a : memref<1x896xf32>) {
-  ^bb0(%b: f32):
-    %r = arith.addf %b, %b : f32
-    linalg.yield %r : f32
-  }
-  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
-      outs(%d : memref<?x1024xf32>) {
   ^bb0(%b: f32):
     %r = arith.addf %b, %b : f32
     linalg.yield %r : f32
@@ -139,4 +132,59 @@ func.func @left_alone(%a: memref<1x896xf32>, %d: memref<?x1024xf32>, %t: tensor<
     }
   }
   return %r : tensor<512x1024xf32>
+}
+
+// -----
+
+// Dynamic sizes (a graph Dynamo made dynamic): the total is known only at
+// run time, so the split runs under scf.if when it reaches min-iterations
+// and the op as it is otherwise. A dynamic outer loop is cut into tiles of
+// ceil(size / 8) rows; a static one (the 64 rows of a [1, 1, 64, ?] mask)
+// as in the static case.
+// CHECK-LABEL: func.func @dynamic_rows
+// CHECK-SAME:    (%[[D:[^:]+]]: memref<?x1024xf32>, %[[M:[^:]+]]: memref<1x1x64x?xf32>)
+// CHECK:         %[[C0:.*]] = arith.constant 0 : index
+// CHECK:         %[[ROWS:.*]] = memref.dim %[[D]], %[[C0]]
+// CHECK:         %[[C1024:.*]] = arith.constant 1024 : index
+// CHECK:         %[[TOTAL:.*]] = arith.muli %[[ROWS]], %[[C1024]] : index
+// CHECK:         %[[MIN:.*]] = arith.constant 65536 : index
+// CHECK:         %[[LARGE:.*]] = arith.cmpi sge, %[[TOTAL]], %[[MIN]] : index
+// CHECK:         scf.if %[[LARGE]] {
+// CHECK:           %[[C8:.*]] = arith.constant 8 : index
+// CHECK:           %[[TILE:.*]] = arith.ceildivui %[[ROWS]], %[[C8]] : index
+// CHECK:           scf.parallel (%[[I:.*]]) = (%[[C0]]) to (%[[ROWS]]) step (%[[TILE]])
+// CHECK:             linalg.generic
+// CHECK-SAME:          outs(%{{.*}} : memref<?x1024xf32, strided<[1024, 1], offset: ?>>)
+// CHECK:         } else {
+// CHECK-NOT:       scf.parallel
+// CHECK:           linalg.generic {{.*}}outs(%[[D]] : memref<?x1024xf32>)
+// CHECK:         }
+// CHECK:         scf.if
+// CHECK:           scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%{{.*}})
+// CHECK:             memref.subview %[[M]][0, 0, %{{.*}}, 0] [1, 1, 8, %{{.*}}] [1, 1, 1, 1]
+// CHECK:         } else {
+// CHECK:           linalg.generic {{.*}}outs(%[[M]] : memref<1x1x64x?xf32>)
+// CHECK:         }
+// CHECK:         return
+// The bound is the option's (the split is there, taken at run time only
+// above it):
+// NONE-LABEL: func.func @dynamic_rows
+// NONE:         %[[MIN:.*]] = arith.constant 1000000000 : index
+// NONE:         %[[LARGE:.*]] = arith.cmpi sge, %{{.*}}, %[[MIN]] : index
+// NONE:         scf.if %[[LARGE]]
+func.func @dynamic_rows(%d: memref<?x1024xf32>, %m: memref<1x1x64x?xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      outs(%d : memref<?x1024xf32>) {
+  ^bb0(%b: f32):
+    %r = arith.addf %b, %b : f32
+    linalg.yield %r : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(a, b, i, j) -> (a, b, i, j)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      outs(%m : memref<1x1x64x?xf32>) {
+  ^bb0(%b: f32):
+    %r = arith.mulf %b, %b : f32
+    linalg.yield %r : f32
+  }
+  return
 }

@@ -12,9 +12,11 @@
 //===----------------------------------------------------------------------===//
 #include "torch-mlir-flex/Dialect/Flex/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::flex {
@@ -26,28 +28,65 @@ using namespace mlir;
 
 namespace {
 
-/// The loop to split and its tile size, or nullopt to leave `op` alone.
-std::optional<std::pair<unsigned, int64_t>>
-splitOf(linalg::LinalgOp op, int64_t minIterations, int64_t chunks) {
+/// How to split an op: along `loop`, into tiles of `tile` iterations (0:
+/// computed at run time as ceil(size / chunks)); `guarded`: the total is
+/// known only at run time, so the split runs when it reaches
+/// `min-iterations` and the op as it is otherwise.
+struct Split {
+  unsigned loop;
+  int64_t tile;
+  bool guarded;
+};
+
+/// The split of `op`, or nullopt to leave it alone.
+std::optional<Split> splitOf(linalg::LinalgOp op, int64_t minIterations,
+                             int64_t chunks) {
   if (!op.hasPureBufferSemantics())
     return std::nullopt;
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   int64_t total = 1;
+  bool dynamic = false;
   for (int64_t r : ranges) {
     if (ShapedType::isDynamic(r))
-      return std::nullopt;
-    total *= r;
+      dynamic = true;
+    else
+      total *= r;
   }
-  if (ranges.empty() || total < minIterations)
+  if (ranges.empty() || (!dynamic && total < minIterations))
     return std::nullopt;
   SmallVector<utils::IteratorType> iters = op.getIteratorTypesArray();
   for (auto [i, r] : llvm::enumerate(ranges)) {
-    if (iters[i] != utils::IteratorType::parallel || r < 2)
+    if (iters[i] != utils::IteratorType::parallel || r == 0 || r == 1)
       continue;
+    if (ShapedType::isDynamic(r))
+      return Split{static_cast<unsigned>(i), 0, dynamic};
     int64_t n = std::min(r, chunks);
-    return std::make_pair(static_cast<unsigned>(i), (r + n - 1) / n);
+    return Split{static_cast<unsigned>(i), (r + n - 1) / n, dynamic};
   }
   return std::nullopt;
+}
+
+/// Tiles `op` along the split's loop into an scf.parallel; erases it.
+void tileRows(IRRewriter &rewriter, linalg::LinalgOp op, const Split &split,
+              Value loopSize, int64_t chunks) {
+  linalg::LinalgTilingOptions options;
+  options.setTileSizeComputationFunction(
+      [&](OpBuilder &b, Operation *) -> SmallVector<Value, 4> {
+        Location loc = op.getLoc();
+        SmallVector<Value, 4> sizes(split.loop + 1,
+                                    arith::ConstantIndexOp::create(b, loc, 0));
+        sizes[split.loop] =
+            split.tile ? arith::ConstantIndexOp::create(b, loc, split.tile).getResult()
+                       : arith::CeilDivUIOp::create(
+                             b, loc, loopSize,
+                             arith::ConstantIndexOp::create(b, loc, chunks))
+                             .getResult();
+        return sizes;
+      });
+  options.setLoopType(linalg::LinalgTilingLoopType::ParallelLoops);
+  rewriter.setInsertionPoint(op);
+  if (succeeded(linalg::tileLinalgOp(rewriter, op, options)))
+    rewriter.eraseOp(op); // else left whole: it still runs, on one thread
 }
 
 struct FlexParallelRowsPass
@@ -64,20 +103,33 @@ struct FlexParallelRowsPass
         ops.push_back(l);
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : ops) {
-      auto split = splitOf(op, minIterations, chunks);
+      std::optional<Split> split = splitOf(op, minIterations, chunks);
       if (!split)
         continue;
-      SmallVector<int64_t> sizes(split->first + 1, 0);
-      sizes[split->first] = split->second;
+      if (!split->guarded) {
+        tileRows(rewriter, op, *split, Value(), chunks);
+        continue;
+      }
+      // Sizes known at run time: the split when the op is large enough,
+      // the op itself otherwise (a decode step's small ops).
+      Location loc = op.getLoc();
       rewriter.setInsertionPoint(op);
-      linalg::LinalgTilingOptions options;
-      options.setTileSizes(sizes).setLoopType(
-          linalg::LinalgTilingLoopType::ParallelLoops);
-      FailureOr<linalg::TiledLinalgOp> tiled =
-          linalg::tileLinalgOp(rewriter, op, options);
-      if (failed(tiled))
-        continue; // left whole: it still runs, on one thread
-      rewriter.eraseOp(op);
+      SmallVector<Range> loops = op.createLoopRanges(rewriter, loc);
+      Value total = arith::ConstantIndexOp::create(rewriter, loc, 1);
+      for (const Range &r : loops)
+        total = rewriter.createOrFold<arith::MulIOp>(
+            loc, total, getValueOrCreateConstantIndexOp(rewriter, loc, r.size));
+      Value large = arith::CmpIOp::create(
+          rewriter, loc, arith::CmpIPredicate::sge, total,
+          arith::ConstantIndexOp::create(rewriter, loc, minIterations));
+      Value loopSize =
+          getValueOrCreateConstantIndexOp(rewriter, loc, loops[split->loop].size);
+      auto ifOp = scf::IfOp::create(rewriter, loc, TypeRange{}, large,
+                                    /*withElseRegion=*/true);
+      rewriter.setInsertionPoint(ifOp.thenBlock()->getTerminator());
+      auto copy = cast<linalg::LinalgOp>(rewriter.clone(*op));
+      rewriter.moveOpBefore(op, ifOp.elseBlock()->getTerminator());
+      tileRows(rewriter, copy, *split, loopSize, chunks);
     }
   }
 };

@@ -88,17 +88,20 @@ def FlexParallelRows : Pass<"flex-parallel-rows", "func::FuncOp"> {
     After the BLAS took the matmuls and flex-to-flash the attention, the
     other linalg ops of a model (elementwise chains, the reductions of
     norms, copies, fills) would run as loops on one thread. Each linalg op
-    on buffers directly in the function body, with static loop ranges and
-    at least `min-iterations` iterations in all, is tiled along its
+    on buffers directly in the function body with at least
+    `min-iterations` iterations in all is tiled along its
     outermost parallel loop of more than one iteration into `chunks` tiles
     (fewer when the loop is shorter) of an `scf.parallel`; the tiled pipeline
     with OpenMP makes that a worksharing loop (convert-scf-to-openmp, with
     flex-omp-dynamic-schedule's dynamic schedule). Each tile is the same op
     on subviews of disjoint output rows, so any parallel loop may be split,
     whatever the other loops (a row reduction keeps its reduction whole in
-    each tile). Smaller ops (decode steps) and dynamic shapes stay on one
-    thread: a parallel region whose workers sleep costs about 100 us to
-    start.
+    each tile). Smaller ops (decode steps) stay on one thread: a parallel
+    region whose workers sleep costs about 100 us to start. With dynamic
+    sizes (graphs Dynamo made dynamic) the count is known at run time: the
+    split runs under `scf.if` when it reaches `min-iterations`, the op as
+    it is otherwise, and a dynamic split loop gets tiles of
+    ceil(size / chunks).
 
     ```mlir
     linalg.generic {iterator_types = ["parallel", "reduction"]}

@@ -39,8 +39,13 @@ def _hf(model, ids, mask, **kw):
         return model.generate(ids, attention_mask=mask, **kw)
 
 
-@pytest.mark.parametrize("name,batch", [("llama", 1), ("qwen2", 2), pytest.param("mistral", 1, marks=pytest.mark.extended),
-                                        pytest.param("gemma2", 1, marks=pytest.mark.extended), pytest.param("phi3", 2, marks=pytest.mark.extended)])
+EXTENDED = pytest.mark.extended  # other families: FLEX_TESTS_FULL=1 only
+
+
+@pytest.mark.parametrize("name,batch", [
+    ("llama", 1), ("qwen2", 2), pytest.param("mistral", 1, marks=EXTENDED),
+    pytest.param("gemma2", 1, marks=EXTENDED), pytest.param("phi3", 2, marks=EXTENDED),
+])
 def test_greedy_tokens_equal_model_generate(name, batch):
     flex, eager = build_models(BY_NAME[name])
     ids, mask = _prompt(batch)

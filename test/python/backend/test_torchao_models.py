@@ -83,12 +83,20 @@ TOLERANCE = {("int8", torch.float32): 1e-4, ("int8", torch.bfloat16): 0.1,
              ("int4", torch.float32): 1e-4, ("int4", torch.bfloat16): 0.1}
 GENERATE_SEED = {("int8", torch.float32): 19, ("int8_dyn", torch.float32): 19, ("int4", torch.float32): 32,
                  ("int8", torch.bfloat16): 11, ("int8_dyn", torch.bfloat16): 11, ("int4", torch.bfloat16): 11}
-CASES = [pytest.param(c, d, id=f"{c}-{str(d).split('.')[-1]}") for c, d in TOLERANCE]
+
+
+def _cases(extended=None):
+    """(config, dtype) parameters; those of dtype `extended` run with
+    FLEX_TESTS_FULL=1 only."""
+    return [pytest.param(c, d, id=f"{c}-{str(d).split('.')[-1]}",
+                         marks=[pytest.mark.extended] if d == extended else [])
+            for c, d in TOLERANCE]
+
+
+CASES = _cases()
 # The slowest tests (a model traced by Dynamo, tokens generated): bfloat16
 # with FLEX_TESTS_FULL=1 only (the MLP and export tests run both dtypes).
-SLOW_CASES = [pytest.param(c, d, id=f"{c}-{str(d).split('.')[-1]}",
-                           marks=[pytest.mark.extended] if d == torch.bfloat16 else [])
-              for c, d in TOLERANCE]
+SLOW_CASES = _cases(extended=torch.bfloat16)
 
 
 def _quantized(model, config):

@@ -100,6 +100,20 @@ static Value buildScores(OpBuilder &b, Location loc, OnlineAttentionOp op,
   return gen.getResult(0);
 }
 
+/// `scf.if cond { thenFn() } else { elseFn() }` yielding a tile of `type`.
+static Value ifElseTile(OpBuilder &b, Location loc, Value cond, Type type,
+                        function_ref<Value()> thenFn,
+                        function_ref<Value()> elseFn) {
+  auto ifOp = scf::IfOp::create(b, loc, TypeRange{type}, cond,
+                                /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(ifOp.thenBlock());
+  scf::YieldOp::create(b, loc, thenFn());
+  b.setInsertionPointToStart(ifOp.elseBlock());
+  scf::YieldOp::create(b, loc, elseFn());
+  return ifOp.getResult(0);
+}
+
 /// True if a modifier the tile applies reads a captured tensor.
 static bool readsCaptures(OnlineAttentionOp op, bool withMask) {
   auto reads = [](Region &r) {
@@ -117,22 +131,19 @@ static bool readsCaptures(OnlineAttentionOp op, bool withMask) {
 static Value buildScoresSplitKeys(OpBuilder &b, Location loc,
                                   OnlineAttentionOp op, Value s, bool scaled,
                                   bool withMask) {
-  if (!mayPadKeys(op) || !readsCaptures(op, withMask))
-    return buildScores(b, loc, op, s, scaled, withMask, mayPadKeys(op));
+  bool padKeys = mayPadKeys(op);
+  if (!padKeys || !readsCaptures(op, withMask))
+    return buildScores(b, loc, op, s, scaled, withMask, padKeys);
   Value end = b.createOrFold<arith::AddIOp>(
       loc, op.getN0(), arith::ConstantIndexOp::create(b, loc, op.getTileKeys()));
   Value inside = b.createOrFold<arith::CmpIOp>(loc, arith::CmpIPredicate::sle,
                                                end, op.getKvLen());
   if (std::optional<int64_t> k = getConstantIntValue(inside))
     return buildScores(b, loc, op, s, scaled, withMask, !*k);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{s.getType()}, inside,
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, withMask, false));
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, buildScores(b, loc, op, s, scaled, withMask, true));
-  return ifOp.getResult(0);
+  return ifElseTile(
+      b, loc, inside, s.getType(),
+      [&] { return buildScores(b, loc, op, s, scaled, withMask, false); },
+      [&] { return buildScores(b, loc, op, s, scaled, withMask, true); });
 }
 
 Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
@@ -141,14 +152,10 @@ Value mlir::flex::buildScoreTile(OpBuilder &b, Location loc,
   Value when = op.getMaskWhen(); // verified: only with a mask_mod
   if (!when)
     return buildScoresSplitKeys(b, loc, op, s, scaled, true);
-  auto ifOp = scf::IfOp::create(b, loc, TypeRange{s.getType()}, when,
-                                /*withElseRegion=*/true);
-  OpBuilder::InsertionGuard g(b);
-  b.setInsertionPointToStart(ifOp.thenBlock());
-  scf::YieldOp::create(b, loc, buildScoresSplitKeys(b, loc, op, s, scaled, true));
-  b.setInsertionPointToStart(ifOp.elseBlock());
-  scf::YieldOp::create(b, loc, buildScoresSplitKeys(b, loc, op, s, scaled, false));
-  return ifOp.getResult(0);
+  return ifElseTile(
+      b, loc, when, s.getType(),
+      [&] { return buildScoresSplitKeys(b, loc, op, s, scaled, true); },
+      [&] { return buildScoresSplitKeys(b, loc, op, s, scaled, false); });
 }
 
 LogicalResult mlir::flex::decomposeOnlineAttention(RewriterBase &rewriter,
